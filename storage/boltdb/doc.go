@@ -1,0 +1,41 @@
+// Package boltdb is leasehold's embedded storage backend: one bbolt file
+// behind the storage.Interface contract.
+//
+// # Layout on disk
+//
+// The file holds two buckets. "kv" maps each key to a record of
+// 8 bytes create revision, 8 bytes modification revision (both big-endian)
+// and the value. "meta" holds a format marker, so that Open refuses a
+// foreign or damaged file with a clear error instead of silently starting
+// empty, and the current revision. Only the current state of each key is
+// stored: there is no revision history on disk, so the file never grows
+// with write volume and needs no defragmentation.
+//
+// # Revisions
+//
+// An empty store is at revision 1, like etcd; the first write gets
+// revision 2. Every accepted write gets its own revision; rejected writes
+// (conflict, exists, not found) consume none.
+//
+// # Memory and group commit
+//
+// The whole current state lives in memory (a map plus a sorted key index
+// for prefix lists), loaded at Open, so Get and List never touch bbolt.
+// A single writer goroutine drains a queue of write requests: each round
+// validates every compare-and-swap against memory (including earlier ops
+// of the same round), writes all accepted ops in one fsynced bbolt
+// transaction, and only then applies them to memory, records history,
+// fans events out to watchers and answers the callers. There is no batch
+// timer: an idle queue commits at once, a busy one amortises the fsync
+// over everything that queued up meanwhile (db.Batch is avoided because it
+// waits on a 10 ms timer).
+//
+// # History
+//
+// Recent events are kept in memory only, bounded by Options.HistoryWindow
+// and Options.HistoryMaxEvents; trimming advances the compact revision.
+// Watch and List at an older revision are served from it. After a restart
+// the history is empty, so the compact revision equals the current
+// revision: clients resuming from an older resourceVersion get
+// ErrCompacted and relist, as they would after an etcd compaction.
+package boltdb

@@ -1,0 +1,51 @@
+package boltdb
+
+import "github.com/leasehold/leasehold/storage"
+
+// histEvent is one retained event. Revisions are dense (every revision is
+// exactly one event), so the history is addressed by revision arithmetic.
+type histEvent struct {
+	ev storage.Event
+	// round is the revision of the last event committed in the same
+	// transaction; replay uses it to rebuild per-commit responses.
+	round int64
+	// at is the commit time in Unix nanoseconds, for the time window.
+	at int64
+}
+
+// history holds the events with revisions (compactRev, rev] in order. It is
+// a slice with a moving head so that trimming the front is O(1) amortised.
+type history struct {
+	events []histEvent
+	head   int
+}
+
+func (h *history) len() int { return len(h.events) - h.head }
+
+// get returns the i-th retained event (0 is the oldest).
+func (h *history) get(i int) *histEvent { return &h.events[h.head+i] }
+
+func (h *history) push(e histEvent) { h.events = append(h.events, e) }
+
+// dropFront forgets the n oldest events.
+func (h *history) dropFront(n int) {
+	clear(h.events[h.head : h.head+n]) // release values for the GC
+	h.head += n
+	if h.head == len(h.events) {
+		h.events, h.head = h.events[:0], 0
+		return
+	}
+	// Move the live tail down once the dead front dominates, so memory is
+	// bounded by about twice the retained events.
+	if h.head >= 1024 && h.head*2 >= len(h.events) {
+		n := copy(h.events, h.events[h.head:])
+		clear(h.events[n:])
+		h.events, h.head = h.events[:n], 0
+	}
+}
+
+// reset forgets everything.
+func (h *history) reset() {
+	clear(h.events)
+	h.events, h.head = h.events[:0], 0
+}

@@ -1,0 +1,59 @@
+package boltdb
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options tune a Store. The zero value selects the defaults.
+type Options struct {
+	// HistoryWindow is how long events stay replayable (default 5m).
+	HistoryWindow time.Duration
+	// HistoryMaxEvents caps the number of retained events (default 100000).
+	HistoryMaxEvents int
+	// MaxValueBytes is the largest accepted value (default 1.5 MiB, etcd's
+	// default request limit); larger writes fail with ErrValueTooLarge.
+	MaxValueBytes int
+	// WatchQueueLimit is how many undelivered responses a watcher may
+	// accumulate before it is ended with ErrCompacted (default 10000).
+	WatchQueueLimit int
+	// MaxBatch caps the number of writes committed in one transaction
+	// (default 4096).
+	MaxBatch int
+	// InitialMmapSize is passed to bbolt so that growth does not remap
+	// (and block readers of the file) early (default 64 MiB).
+	InitialMmapSize int
+	// OpenTimeout bounds the wait for the file lock held by another
+	// process (default 2s).
+	OpenTimeout time.Duration
+	// Logger receives operational messages (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.HistoryWindow <= 0 {
+		o.HistoryWindow = 5 * time.Minute
+	}
+	if o.HistoryMaxEvents <= 0 {
+		o.HistoryMaxEvents = 100000
+	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 3 << 19 // 1.5 MiB
+	}
+	if o.WatchQueueLimit <= 0 {
+		o.WatchQueueLimit = 10000
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 4096
+	}
+	if o.InitialMmapSize <= 0 {
+		o.InitialMmapSize = 64 << 20
+	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

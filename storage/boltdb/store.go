@@ -1,0 +1,292 @@
+package boltdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/leasehold/leasehold/storage"
+)
+
+// Store is a bbolt-backed storage.Interface. Create it with Open.
+type Store struct {
+	opts Options
+	db   *bolt.DB
+	path string
+	log  *slog.Logger
+
+	// mu guards the in-memory state. Readers take it shared; the writer
+	// goroutine takes it exclusively only to publish a committed round.
+	// The writer also reads kvs without mu: it is the only mutator.
+	mu         sync.RWMutex
+	kvs        map[string]storage.KeyValue
+	keys       []string // sorted; the prefix index for List
+	rev        int64
+	compactRev int64
+	hist       history
+	watchers   map[*watcher]struct{}
+
+	// closeMu orders enqueueing against Close so that no request is sent
+	// on a closed queue.
+	closeMu    sync.RWMutex
+	closed     atomic.Bool
+	queue      chan *op
+	writerDone chan struct{}
+	commits    atomic.Int64 // bbolt transactions committed, for benchmarks
+}
+
+var (
+	_ storage.Interface     = (*Store)(nil)
+	_ storage.StatsReporter = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the store at path and loads its current
+// state into memory. A file that is not a leasehold store fails with an
+// error wrapping ErrFormat.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         opts.OpenTimeout,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: opts.InitialMmapSize,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltdb: open %s: %w", path, err)
+	}
+	s := &Store{
+		opts:       opts,
+		db:         db,
+		path:       path,
+		log:        opts.Logger,
+		kvs:        make(map[string]storage.KeyValue),
+		watchers:   make(map[*watcher]struct{}),
+		queue:      make(chan *op, 1024),
+		writerDone: make(chan struct{}),
+	}
+	if err := s.load(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("boltdb: open %s: %w", path, err)
+	}
+	go s.writer()
+	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", s.rev, "keys", len(s.keys))
+	return s, nil
+}
+
+// load initialises or validates the file and reads every key into memory.
+// The history starts empty, so the compact revision is the current one.
+func (s *Store) load(ctx context.Context) (err error) {
+	// bbolt panics on some kinds of page corruption; report it instead.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: reading the file panicked: %v", ErrFormat, p)
+		}
+	}()
+	// Check read-only first so that a refused file is left byte-identical;
+	// only a brand-new (bucketless) file is written to.
+	fresh := false
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		fresh = tx.Bucket(bucketMeta) == nil
+		if fresh {
+			return nil
+		}
+		return checkFormat(tx)
+	}); err != nil {
+		return err
+	}
+	if fresh {
+		if err := s.db.Update(initOrCheck); err != nil {
+			return err
+		}
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		s.rev = int64(decodeRev(tx.Bucket(bucketMeta).Get(metaRevision)))
+		b := tx.Bucket(bucketKV)
+		s.keys = make([]string, 0, b.Stats().KeyN)
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// bbolt memory is only valid inside the transaction; copy.
+			kv, err := decodeRecord(k, append([]byte(nil), v...))
+			if err != nil {
+				return err
+			}
+			if kv.ModRevision > s.rev {
+				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, s.rev)
+			}
+			s.kvs[kv.Key] = kv
+			s.keys = append(s.keys, kv.Key) // bbolt iterates in byte order
+		}
+		s.compactRev = s.rev
+		return nil
+	})
+}
+
+// Close waits for queued writes to commit, ends every watch with ErrClosed
+// and closes the file. Later calls fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed.Load() {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed.Store(true)
+	close(s.queue)
+	s.closeMu.Unlock()
+	<-s.writerDone
+
+	s.mu.Lock()
+	for w := range s.watchers {
+		w.terminate(storage.WatchResponse{Revision: s.rev, Err: storage.ErrClosed}, false)
+		delete(s.watchers, w)
+	}
+	s.mu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("boltdb: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Get returns the latest value of key from memory.
+func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
+	if s.closed.Load() {
+		return storage.KeyValue{}, storage.ErrClosed
+	}
+	s.mu.RLock()
+	kv, ok := s.kvs[key]
+	s.mu.RUnlock()
+	if !ok {
+		return storage.KeyValue{}, fmt.Errorf("get %q: %w", key, storage.ErrNotFound)
+	}
+	return kv, nil
+}
+
+// CurrentRevision returns the revision of the last committed write.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, storage.ErrClosed
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rev, nil
+}
+
+// CompactRevision returns the oldest revision Watch and List can start from.
+func (s *Store) CompactRevision(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, storage.ErrClosed
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compactRev, nil
+}
+
+// Compact forgets the history up to and including revision. Compacting an
+// already compacted revision is a no-op.
+func (s *Store) Compact(ctx context.Context, revision int64) error {
+	if s.closed.Load() {
+		return storage.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if revision > s.rev {
+		return fmt.Errorf("compact to %d (current %d): %w", revision, s.rev, storage.ErrFutureRevision)
+	}
+	if revision > s.compactRev {
+		s.hist.dropFront(int(revision - s.compactRev))
+		s.compactRev = revision
+	}
+	return nil
+}
+
+// trimLocked applies the retention limits; s.mu must be held exclusively.
+func (s *Store) trimLocked(now time.Time) {
+	n := 0
+	if over := s.hist.len() - s.opts.HistoryMaxEvents; over > 0 {
+		n = over
+	}
+	cutoff := now.Add(-s.opts.HistoryWindow).UnixNano()
+	for n < s.hist.len() && s.hist.get(n).at < cutoff {
+		n++
+	}
+	if n > 0 {
+		s.hist.dropFront(n)
+		s.compactRev += int64(n)
+	}
+}
+
+// Stats describes the store.
+func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
+	if s.closed.Load() {
+		return storage.Stats{}, storage.ErrClosed
+	}
+	st := storage.Stats{Backend: "boltdb"}
+	s.mu.RLock()
+	st.Revision, st.CompactRevision, st.Keys = s.rev, s.compactRev, int64(len(s.keys))
+	s.mu.RUnlock()
+	if fi, err := os.Stat(s.path); err == nil {
+		st.SizeBytes = fi.Size()
+	}
+	return st, nil
+}
+
+// Backup writes a consistent copy of the database file to w while the store
+// keeps serving, and returns the number of bytes written. The copy can be
+// opened with Open.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	if s.closed.Load() {
+		return 0, storage.ErrClosed
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(ctxWriter{ctx: ctx, w: w})
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("boltdb: backup: %w", err)
+	}
+	return n, nil
+}
+
+// Verify runs bbolt's consistency check over the whole file (page
+// reachability, no double frees, key order). It reads every page: use it
+// for diagnostics, not on a hot path.
+func (s *Store) Verify(ctx context.Context) error {
+	if s.closed.Load() {
+		return storage.ErrClosed
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%w: %s: %w", ErrFormat, s.path, errors.Join(errs...))
+		}
+		return ctx.Err()
+	})
+}
+
+// ctxWriter aborts a long backup when its context ends.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}

@@ -1,0 +1,186 @@
+package storage
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+var (
+	// ErrNotFound reports that a key does not exist (at the requested revision).
+	ErrNotFound = errors.New("storage: key not found")
+	// ErrKeyExists reports that Create found the key already present.
+	ErrKeyExists = errors.New("storage: key already exists")
+	// ErrConflict reports that a compare-and-swap failed because the key's
+	// modification revision differed from the expected one.
+	ErrConflict = errors.New("storage: modification revision mismatch")
+	// ErrCompacted reports that a requested revision is older than the
+	// retained history.
+	ErrCompacted = errors.New("storage: required revision has been compacted")
+	// ErrFutureRevision reports that a requested revision has not been
+	// written yet.
+	ErrFutureRevision = errors.New("storage: required revision is a future revision")
+	// ErrValueTooLarge reports a value above the backend's size limit.
+	ErrValueTooLarge = errors.New("storage: value too large")
+	// ErrClosed reports an operation on a closed store.
+	ErrClosed = errors.New("storage: closed")
+)
+
+// KeyValue is one stored key at one revision.
+type KeyValue struct {
+	Key string
+	// Value is owned by the store and must not be modified by callers.
+	Value []byte
+	// CreateRevision is the revision at which the key was (last) created.
+	CreateRevision int64
+	// ModRevision is the revision of the key's last modification.
+	ModRevision int64
+}
+
+// EventType says whether an event stored or removed a key.
+type EventType uint8
+
+const (
+	// EventPut is a create or an update.
+	EventPut EventType = iota + 1
+	// EventDelete is a deletion.
+	EventDelete
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "PUT"
+	case EventDelete:
+		return "DELETE"
+	}
+	return "UNKNOWN"
+}
+
+// Event is one change to one key.
+type Event struct {
+	Type EventType
+	// KV is the key after the change. For EventDelete, Value is nil and
+	// ModRevision is the revision of the deletion.
+	KV KeyValue
+	// PrevKV is the key before the change; nil for a create.
+	PrevKV *KeyValue
+}
+
+// Revision is the revision at which the event happened.
+func (e Event) Revision() int64 { return e.KV.ModRevision }
+
+// ListOptions narrow a List.
+type ListOptions struct {
+	// Revision selects the snapshot to read; 0 means the latest. A revision
+	// older than the compacted revision fails with ErrCompacted, a future one
+	// with ErrFutureRevision.
+	Revision int64
+	// StartKey, when set, is the first key (inclusive) to return; it must
+	// carry the listed prefix.
+	StartKey string
+	// Limit caps the number of returned keys; 0 means no limit.
+	Limit int64
+}
+
+// ListResult is one page of a List.
+type ListResult struct {
+	// KVs are in ascending byte order of their keys.
+	KVs []KeyValue
+	// Revision is the snapshot revision the page was read at.
+	Revision int64
+	// More reports that keys beyond the returned page exist in the range.
+	More bool
+	// Count is the number of keys in [StartKey, end of prefix) at Revision,
+	// including the returned ones.
+	Count int64
+}
+
+// WatchResponse is one batch of events, or a progress notification, or the
+// terminal error of a watch.
+type WatchResponse struct {
+	// Events happened in revision order; all share a commit.
+	Events []Event
+	// Revision is the store revision up to which every matching event has
+	// been delivered on this watch. For a progress notification Events is
+	// empty.
+	Revision int64
+	// Err, when set, ends the watch: the channel is closed after it. A
+	// watcher that cannot keep up is ended with ErrCompacted so that its
+	// client relists.
+	Err error
+}
+
+// Watcher is an open watch.
+type Watcher interface {
+	// ResultChan delivers responses until the watch ends; it is closed then.
+	ResultChan() <-chan WatchResponse
+	// RequestProgress asks for a progress notification: a response without
+	// events whose Revision is the store's current revision, delivered after
+	// every event already queued for this watcher.
+	RequestProgress()
+	// Stop ends the watch and releases its resources. It is safe to call
+	// more than once and concurrently with receiving.
+	Stop()
+}
+
+// Interface is the storage contract. Implementations are safe for
+// concurrent use. Every write is durable when it returns without error.
+type Interface interface {
+	// Get returns the latest value of key, or ErrNotFound.
+	Get(ctx context.Context, key string) (KeyValue, error)
+	// List returns the keys under prefix at a consistent snapshot.
+	List(ctx context.Context, prefix string, opts ListOptions) (ListResult, error)
+	// Create stores a new key; ErrKeyExists if it is present.
+	Create(ctx context.Context, key string, value []byte) (KeyValue, error)
+	// Update replaces key's value if its ModRevision equals
+	// expectedModRevision; ErrConflict otherwise, ErrNotFound if the key is
+	// missing.
+	Update(ctx context.Context, key string, value []byte, expectedModRevision int64) (KeyValue, error)
+	// Delete removes key if its ModRevision equals expectedModRevision (0
+	// matches any). It returns the removed value and the deletion revision.
+	Delete(ctx context.Context, key string, expectedModRevision int64) (prev KeyValue, revision int64, err error)
+	// Watch delivers every change under prefix with a revision greater than
+	// sinceRevision. sinceRevision 0 means "from the current revision".
+	// ErrCompacted if sinceRevision is older than the retained history.
+	Watch(ctx context.Context, prefix string, sinceRevision int64) (Watcher, error)
+	// CurrentRevision is the revision of the last committed write (or of
+	// the empty store).
+	CurrentRevision(ctx context.Context) (int64, error)
+	// CompactRevision is the oldest revision from which Watch and List can
+	// still start: history at or below it is gone.
+	CompactRevision(ctx context.Context) (int64, error)
+	// Compact discards history up to and including revision.
+	Compact(ctx context.Context, revision int64) error
+	// Close flushes and releases the store. Pending and later calls fail
+	// with ErrClosed; open watches end with ErrClosed.
+	Close() error
+}
+
+// Stats describe a store for operators. Backends implement StatsReporter.
+type Stats struct {
+	Backend         string
+	Revision        int64
+	CompactRevision int64
+	Keys            int64
+	// SizeBytes is the on-disk size, 0 when not applicable.
+	SizeBytes int64
+}
+
+// StatsReporter is implemented by backends that can describe themselves.
+type StatsReporter interface {
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// PrefixEnd returns the smallest key greater than every key with prefix
+// (etcd's "range end"), or "" when no such key exists.
+func PrefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
+}
