@@ -1,0 +1,138 @@
+package abi
+
+// ABIVersion is the version of the strategy contract (Input/Decision) that
+// this package defines. WASM modules report theirs from the
+// lease_strategy_abi_version export; the host rejects other majors.
+const ABIVersion = 1
+
+// Reason says why a decision is being made.
+type Reason string
+
+// Decision reasons.
+const (
+	ReasonLeaseMissing     Reason = "lease_missing"
+	ReasonLeaseExpired     Reason = "lease_expired"
+	ReasonNoHolder         Reason = "no_holder"
+	ReasonCandidateChanged Reason = "candidate_changed"
+	ReasonPeriodic         Reason = "periodic"
+	ReasonHolderReleased   Reason = "holder_released"
+	ReasonSelfTest         Reason = "self_test"
+)
+
+// Version is a semantic version parsed by the host, so that every strategy
+// compares versions the same way and modules need no semver parser.
+type Version struct {
+	Raw        string   `json:"raw"`
+	Valid      bool     `json:"valid"`
+	Major      uint64   `json:"major"`
+	Minor      uint64   `json:"minor"`
+	Patch      uint64   `json:"patch"`
+	Prerelease []string `json:"prerelease,omitempty"`
+}
+
+// LeaseState is the lease under decision. Times are Unix microseconds
+// (0 = unset) taken from the server's view.
+type LeaseState struct {
+	Namespace         string `json:"namespace"`
+	Name              string `json:"name"`
+	Exists            bool   `json:"exists"`
+	Holder            string `json:"holder"`
+	PreferredHolder   string `json:"preferredHolder"`
+	Strategy          string `json:"strategy"`
+	AcquireTimeUs     int64  `json:"acquireTimeUs"`
+	RenewTimeUs       int64  `json:"renewTimeUs"`
+	LeaseDurationS    int32  `json:"leaseDurationSeconds"`
+	Transitions       int32  `json:"transitions"`
+	Expired           bool   `json:"expired"`
+	HolderIsCandidate bool   `json:"holderIsCandidate"`
+	HolderSinceUs     int64  `json:"holderSinceUs"`
+}
+
+// Candidate is one LeaseCandidate for the lease, as the host sees it.
+type Candidate struct {
+	Name             string  `json:"name"`
+	UID              string  `json:"uid"`
+	CreationTimeUs   int64   `json:"creationTimeUs"`
+	BinaryVersion    Version `json:"binaryVersion"`
+	EmulationVersion Version `json:"emulationVersion"`
+	Strategy         string  `json:"strategy"`
+	RenewTimeUs      int64   `json:"renewTimeUs"`
+	PingTimeUs       int64   `json:"pingTimeUs"`
+	// Acked reports that the candidate answered this round's ping; only
+	// acked candidates can be granted a lease.
+	Acked  bool              `json:"acked"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// HistoryEntry is one earlier decision on the same lease.
+type HistoryEntry struct {
+	Seq    int64  `json:"seq"`
+	TimeUs int64  `json:"timeUs"`
+	Chosen string `json:"chosen"`
+	Holder string `json:"holder"`
+	Reason string `json:"reason"`
+}
+
+// Input is the deterministic snapshot a strategy decides on. Candidates are
+// sorted by name; everything a module may depend on is in here (no clocks,
+// no randomness beyond Seed).
+type Input struct {
+	ABIVersion  int            `json:"abiVersion"`
+	Strategy    string         `json:"strategy"`
+	NowUs       int64          `json:"nowUs"`
+	DecisionSeq int64          `json:"decisionSeq"`
+	Seed        uint64         `json:"seed"`
+	Reason      Reason         `json:"reason"`
+	Lease       LeaseState     `json:"lease"`
+	Candidates  []Candidate    `json:"candidates"`
+	History     []HistoryEntry `json:"history,omitempty"`
+}
+
+// Action is what a strategy asks the host to do.
+type Action string
+
+// Actions.
+const (
+	// ActionKeep leaves the lease as it is.
+	ActionKeep Action = "keep"
+	// ActionPrefer grants a free or expired lease to the first eligible
+	// ranked candidate, or asks a live holder to step down for it when
+	// Preempt is set.
+	ActionPrefer Action = "prefer"
+	// ActionAbstain leaves the lease to someone else.
+	ActionAbstain Action = "abstain"
+)
+
+// Decision is a strategy's answer.
+type Decision struct {
+	// Ranking orders candidate names best first; names not listed are
+	// ineligible. Unknown and duplicate names are ignored by the host.
+	Ranking []string `json:"ranking"`
+	Action  Action   `json:"action"`
+	// Preempt allows asking a live holder to step down (preferredHolder).
+	Preempt bool `json:"preempt"`
+	// Reason is a short human explanation, recorded with the decision.
+	Reason string `json:"reason"`
+}
+
+// WebAssembly names of the ABI (version 1).
+const (
+	// ExportABIVersion is the guest export `() -> i32` returning ABIVersion.
+	ExportABIVersion = "lease_strategy_abi_version"
+	// ExportDecide is the guest export `() -> i32`: 0 when a Decision was
+	// written with write_output, non-zero for a strategy error.
+	ExportDecide = "lease_strategy_decide"
+	// ImportModule is the module name of the host functions below.
+	ImportModule = "lease_strategy"
+	// ImportReadInput is `(buf i32, limit i32) -> i32`: copies the Input JSON
+	// into guest memory if it fits within limit; always returns its length.
+	ImportReadInput = "read_input"
+	// ImportWriteOutput is `(buf i32, len i32)`: hands the Decision JSON to
+	// the host (the last call wins).
+	ImportWriteOutput = "write_output"
+	// ImportLog is `(level i32, buf i32, len i32)`: a log line for the
+	// server's log.
+	ImportLog = "log"
+	// ImportLogEnabled is `(level i32) -> i32`: whether a level is logged.
+	ImportLogEnabled = "log_enabled"
+)
