@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"sync"
+)
+
+// decodeCache shares decoded objects between watchers: every watcher of a
+// resource sees the same storage event, and decoding its value once per
+// watcher would multiply the cost of a renewal by the number of watchers.
+// Entries are keyed by storage key and modification revision (a pair that
+// never changes meaning) and evicted first-in first-out. Cached objects
+// are shared and must be treated as read-only.
+type decodeCache struct {
+	mu      sync.Mutex
+	entries map[decodeKey]object
+	order   []decodeKey
+	next    int
+}
+
+type decodeKey struct {
+	key string
+	rev int64
+}
+
+func newDecodeCache(size int) *decodeCache {
+	return &decodeCache{entries: make(map[decodeKey]object, size), order: make([]decodeKey, size)}
+}
+
+// get returns the decoded object for key at rev, decoding value on a miss.
+// The object has its resourceVersion and storage-version TypeMeta set.
+func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object, error) {
+	dk := decodeKey{key, rev}
+	c.mu.Lock()
+	o, ok := c.entries[dk]
+	c.mu.Unlock()
+	if ok {
+		return o, nil
+	}
+	o, err := k.decode(value, rev)
+	if err != nil {
+		return nil, err
+	}
+	o.GetObjectKind().SetGroupVersionKind(k.storageGV.WithKind(k.res.Kind))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.entries[dk]; ok {
+		return prev, nil
+	}
+	if old := c.order[c.next]; old.key != "" {
+		delete(c.entries, old)
+	}
+	c.order[c.next] = dk
+	c.next = (c.next + 1) % len(c.order)
+	c.entries[dk] = o
+	return o, nil
+}

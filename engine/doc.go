@@ -1,0 +1,29 @@
+// Package engine holds leasehold's Kubernetes semantics: the served
+// resources (Lease, LeaseCandidate), object metadata handling, validation,
+// resourceVersion and preconditions, patches and server-side apply,
+// managedFields, label and field selectors, pagination, watches with
+// bookmarks, and Table conversion.
+//
+// The engine speaks Go objects from k8s.io/api and errors from
+// k8s.io/apimachinery (*errors.StatusError); it knows nothing of HTTP,
+// bbolt or wazero. Objects are persisted through the storage.Interface
+// contract as protobuf in their storage version, under keys shaped like
+// kube-apiserver's (/registry/<group>/<resource>/<namespace>/<name>).
+package engine
+
+// Deliberate differences from kube-apiserver, because leasehold serves
+// only coordination.k8s.io:
+//
+//   - Namespaces are implicit. There are no Namespace objects, so a write
+//     into any namespace whose name is a valid DNS-1123 label succeeds
+//     (an invalid one fails ObjectMeta validation with 422) where
+//     kube-apiserver answers 404 `namespaces "x" not found` for a
+//     namespace that does not exist.
+//   - There is no garbage collector. A delete with propagationPolicy
+//     Orphan or Foreground stores the object with deletionTimestamp and the
+//     orphan/foregroundDeletion finalizer (watchers see MODIFIED, the
+//     client gets that object, as upstream), then the engine removes those
+//     finalizers itself, as kube-controller-manager would moments later,
+//     which deletes the object when no other finalizer remains.
+//   - The etcd key in the text of a PUT uid-precondition conflict is
+//     upstream's (/registry/leases/...), not leasehold's storage key.

@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/leasehold/leasehold/storage"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+const (
+	// maxPageSize is the largest storage page fetched while filling a
+	// selector-filtered page (etcd3 store's maxLimit).
+	maxPageSize = 10000
+
+	listExpiredMessage     = "The resourceVersion for the provided list is too old."
+	continueExpiredMessage = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
+	inconsistentContinue   = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+// listQuery is a validated list or watch request.
+type listQuery struct {
+	opts  metainternalversion.ListOptions
+	label labels.Selector
+	field fields.Selector
+}
+
+// empty reports a query without selectors (remainingItemCount is only
+// given then).
+func (q *listQuery) empty() bool { return q.label.Empty() && q.field.Empty() }
+
+// matches applies the label and field selectors; only metadata.name and
+// metadata.namespace are selectable, as upstream for both kinds.
+func (q *listQuery) matches(o object) bool {
+	if !q.label.Empty() && !q.label.Matches(labels.Set(o.GetLabels())) {
+		return false
+	}
+	if !q.field.Empty() && !q.field.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()}) {
+		return false
+	}
+	return true
+}
+
+// parseListOptions converts, defaults and validates list options exactly
+// in the order of kube-apiserver's list/watch handler: selector syntax
+// (400), option rules (422 ListOptions), field labels (400).
+func parseListOptions(in *metav1.ListOptions, watch bool) (*listQuery, error) {
+	if in == nil {
+		in = &metav1.ListOptions{}
+	}
+	q := &listQuery{}
+	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(in, &q.opts, nil); err != nil {
+		return nil, badRequest(err.Error())
+	}
+	q.opts.Watch = watch
+	metainternalversion.SetListOptionsDefaults(&q.opts, true)
+	if errs := metainternalversionvalidation.ValidateListOptions(&q.opts, true); len(errs) > 0 {
+		return nil, optionsInvalid("ListOptions", errs)
+	}
+	q.label, q.field = q.opts.LabelSelector, q.opts.FieldSelector
+	if q.label == nil {
+		q.label = labels.Everything()
+	}
+	if q.field == nil {
+		q.field = fields.Everything()
+	} else {
+		f, err := q.field.Transform(runtime.DefaultMetaV1FieldSelectorConversion)
+		if err != nil {
+			return nil, badRequest(err.Error())
+		}
+		q.field = f
+	}
+	return q, nil
+}
+
+// List returns the selected objects as a list in the scope's version.
+func (e *Engine) List(ctx context.Context, s Scope, opts *metav1.ListOptions) (runtime.Object, error) {
+	out, err := e.listObject(ctx, s, opts)
+	return out, toStatus(err)
+}
+
+func (e *Engine) listObject(ctx context.Context, s Scope, opts *metav1.ListOptions) (runtime.Object, error) {
+	k, err := e.kindFor(s)
+	if err != nil {
+		return nil, err
+	}
+	q, err := parseListOptions(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.list(ctx, k, s.Namespace, q)
+	if err != nil {
+		return nil, err
+	}
+	return k.newList(s.Version, res.items, res.meta), nil
+}
+
+type listResult struct {
+	items []object
+	meta  metav1.ListMeta
+}
+
+// list reads one page (or everything) at a consistent revision.
+func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQuery) (listResult, error) {
+	o := &q.opts
+	rv, err := parseRV(o.ResourceVersion)
+	if err != nil {
+		return listResult{}, err
+	}
+	prefix := k.listPrefix(namespace)
+	tokenPrefix := strings.TrimSuffix(prefix, "/")
+	limit := o.Limit
+	if limit < 0 || (o.ResourceVersion == "0" && o.Continue == "") {
+		// RV=0 is served from kube-apiserver's watch cache, which ignores
+		// limit.
+		limit = 0
+	}
+	start := ""
+	var withRev int64
+	if o.Continue != "" {
+		key, crv, err := decodeContinue(o.Continue, tokenPrefix)
+		if err != nil {
+			return listResult{}, badRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
+			return listResult{}, badRequest("specifying resource version is not allowed when using continue")
+		}
+		start = key
+		if crv > 0 {
+			withRev = crv
+		}
+	} else if rv > 0 {
+		if err := e.waitForRV(ctx, rv); err != nil {
+			return listResult{}, err
+		}
+		switch o.ResourceVersionMatch {
+		case metav1.ResourceVersionMatchExact:
+			withRev = rv
+		case "":
+			if limit > 0 {
+				withRev = rv // legacy paginated list: exactly at rv
+			}
+		}
+	}
+
+	var (
+		items     []object
+		lastKey   string
+		hasMore   bool
+		lastCount int64
+		pageLimit = limit
+	)
+	for {
+		res, err := e.store.List(ctx, prefix, storage.ListOptions{Revision: withRev, StartKey: start, Limit: pageLimit})
+		if err != nil {
+			switch {
+			case errors.Is(err, storage.ErrCompacted):
+				if o.Continue != "" {
+					return listResult{}, expiredContinue(start, tokenPrefix)
+				}
+				return listResult{}, apierrors.NewResourceExpired(listExpiredMessage)
+			case errors.Is(err, storage.ErrFutureRevision):
+				cur, _ := e.store.CurrentRevision(ctx)
+				return listResult{}, tooLargeRV(withRev, cur)
+			}
+			return listResult{}, storageError(err)
+		}
+		if withRev == 0 {
+			withRev = res.Revision // later pages read the same snapshot
+		}
+		hasMore, lastCount = res.More, res.Count
+		if items == nil {
+			items = make([]object, 0, len(res.KVs))
+		}
+		for _, kv := range res.KVs {
+			if limit > 0 && int64(len(items)) >= limit {
+				hasMore = true
+				break
+			}
+			lastKey = kv.Key
+			obj, err := k.decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				return listResult{}, apierrors.NewInternalError(err)
+			}
+			if q.matches(obj) {
+				items = append(items, obj)
+			}
+		}
+		if !hasMore || limit == 0 || int64(len(items)) >= limit {
+			break
+		}
+		// Selectors dropped items: fetch more, in growing pages.
+		if pageLimit < maxPageSize {
+			pageLimit = min(pageLimit*2, maxPageSize)
+		}
+		start = lastKey + "\x00"
+	}
+	meta := metav1.ListMeta{ResourceVersion: formatRV(withRev)}
+	if hasMore && limit > 0 {
+		next, err := encodeContinue(lastKey+"\x00", tokenPrefix, withRev)
+		if err != nil {
+			return listResult{}, apierrors.NewInternalError(err)
+		}
+		meta.Continue = next
+		if q.empty() {
+			c := lastCount - limit
+			meta.RemainingItemCount = &c
+		}
+	}
+	return listResult{items: items, meta: meta}, nil
+}
+
+// continueToken is kube-apiserver's continue format (storage.EncodeContinue).
+type continueToken struct {
+	APIVersion      string `json:"v"`
+	ResourceVersion int64  `json:"rv"`
+	StartKey        string `json:"start"`
+}
+
+// encodeContinue renders a token whose start key is relative to
+// tokenPrefix (the list prefix without its trailing "/"), so the bytes
+// match upstream's: {"v":"meta.k8s.io/v1","rv":N,"start":"/ns/name\u0000"}.
+func encodeContinue(key, tokenPrefix string, rv int64) (string, error) {
+	next := strings.TrimPrefix(key, tokenPrefix)
+	if next == key {
+		return "", fmt.Errorf("unable to encode next field: the key and key prefix do not match")
+	}
+	out, err := json.Marshal(&continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rv, StartKey: next})
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(out), nil
+}
+
+// decodeContinue is storage.DecodeContinue with the same messages.
+func decodeContinue(token, tokenPrefix string) (string, int64, error) {
+	data, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", 0, fmt.Errorf("continue key is not valid: %v", err)
+	}
+	var c continueToken
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", 0, fmt.Errorf("continue key is not valid: %v", err)
+	}
+	switch c.APIVersion {
+	case "meta.k8s.io/v1":
+		if c.ResourceVersion == 0 {
+			return "", 0, fmt.Errorf("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+		}
+		if c.StartKey == "" {
+			return "", 0, fmt.Errorf("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+		}
+		key := c.StartKey
+		if !strings.HasPrefix(key, "/") {
+			key = "/" + key
+		}
+		// path.Clean keeps a client from ranging above the list prefix.
+		if cleaned := path.Clean(key); cleaned != key {
+			return "", 0, fmt.Errorf("continue key is not valid: %s", c.StartKey)
+		}
+		return tokenPrefix + key, c.ResourceVersion, nil
+	}
+	return "", 0, fmt.Errorf("continue key is not valid: server does not recognize this encoded version %q", c.APIVersion)
+}
+
+// expiredContinue is the 410 for a continue token whose revision has been
+// compacted, carrying a fresh token that continues at the latest state.
+func expiredContinue(key, tokenPrefix string) error {
+	next, err := encodeContinue(key, tokenPrefix, -1)
+	if err != nil {
+		return apierrors.NewResourceExpired(continueExpiredMessage)
+	}
+	se := apierrors.NewResourceExpired(inconsistentContinue)
+	se.ErrStatus.ListMeta.Continue = next
+	return se
+}

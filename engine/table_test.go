@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestConvertToTable(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := context.Background()
+	sc := env.leases("demo")
+	renew := metav1.NewMicroTime(env.clock.Now())
+	env.mustCreate(t, "demo", newLease("my-lease", func(l *coordinationv1.Lease) {
+		l.Spec.HolderIdentity = ptr("holder-b")
+		l.Spec.RenewTime = &renew
+		l.Spec.LeaseTransitions = ptr[int32](2)
+	}))
+	env.mustCreate(t, "demo", newLease("free", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }))
+	env.clock.Add(41 * time.Second)
+	list, err := env.e.List(ctx, sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := env.e.ConvertToTable(ctx, sc, list, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first three column definitions are upstream's, byte for byte
+	// (ref-samples/table-leases.json).
+	b, _ := json.Marshal(tbl.ColumnDefinitions[:3])
+	want := `[{"name":"Name","type":"string","format":"name","description":"Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names","priority":0},{"name":"Holder","type":"string","format":"","description":"holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.","priority":0},{"name":"Age","type":"string","format":"","description":"CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata","priority":0}]`
+	if string(b) != want {
+		t.Errorf("columns\n%s\nwant\n%s", b, want)
+	}
+	for _, c := range tbl.ColumnDefinitions[3:] {
+		if c.Priority != 1 {
+			t.Errorf("extra column %s has priority %d", c.Name, c.Priority)
+		}
+	}
+	if got := fmt.Sprint(tbl.Rows[0].Cells, tbl.Rows[1].Cells); got != "[free  41s <none> <none> 0 ] [my-lease holder-b 41s 41s expired 2 ]" {
+		t.Errorf("cells %s", got)
+	}
+	p, ok := tbl.Rows[1].Object.Object.(*metav1.PartialObjectMetadata)
+	if !ok || p.APIVersion != "meta.k8s.io/v1" || p.Kind != "PartialObjectMetadata" || p.Namespace != "demo" || tbl.ResourceVersion == "" {
+		t.Errorf("row object %#v", tbl.Rows[1].Object.Object)
+	}
+
+	one, _ := env.e.Get(ctx, sc, "my-lease", nil)
+	tbl, err = env.e.ConvertToTable(ctx, sc, one, &metav1.TableOptions{IncludeObject: metav1.IncludeObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := tbl.Rows[0].Object.Object.(*coordinationv1.Lease); !ok || l.Kind != "Lease" || len(tbl.Rows) != 1 {
+		t.Errorf("includeObject=Object row %#v", tbl.Rows[0].Object.Object)
+	}
+	tbl, _ = env.e.ConvertToTable(ctx, sc, one, &metav1.TableOptions{IncludeObject: metav1.IncludeNone, NoHeaders: true})
+	if tbl.Rows[0].Object.Object != nil || tbl.ColumnDefinitions != nil {
+		t.Errorf("includeObject=None %#v", tbl)
+	}
+	_, err = env.e.ConvertToTable(ctx, sc, one, &metav1.TableOptions{IncludeObject: "Foo"})
+	wantStatus(t, err, 400, metav1.StatusReasonBadRequest, `Unable to convert to Table as requested: includeObject: Invalid value: "Foo": must be 'Metadata', 'Object', 'None', or empty`)
+
+	// LeaseCandidate columns.
+	csc := env.candidates("v1beta1", "demo")
+	if _, err := env.e.Create(ctx, csc, newCandidate("c1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := env.e.List(ctx, csc, nil)
+	tbl, err = env.e.ConvertToTable(ctx, csc, cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name+":"+fmt.Sprint(c.Description != ""))
+	}
+	if got := fmt.Sprint(cols, tbl.Rows[0].Cells); got != "[Name:true LeaseName:true BinaryVersion:false EmulationVersion:false Age:true] [c1 lease 1.37.0 1.36.0 0s]" {
+		t.Errorf("candidate table %s", got)
+	}
+}
+
+func TestGetResourceVersion(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := context.Background()
+	l := env.mustCreate(t, "default", newLease("g"))
+	for _, rv := range []string{"", "0", l.ResourceVersion} {
+		if _, err := env.e.Get(ctx, env.leases("default"), "g", &metav1.GetOptions{ResourceVersion: rv}); err != nil {
+			t.Errorf("rv %q: %v", rv, err)
+		}
+	}
+	_, err := env.e.Get(ctx, env.leases("default"), "g", &metav1.GetOptions{ResourceVersion: "abc"})
+	wantStatus(t, err, 500, "", `resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`)
+	_, err = env.e.Get(ctx, env.leases("default"), "g", &metav1.GetOptions{ResourceVersion: "99999999"})
+	wantStatus(t, err, 504, metav1.StatusReasonTimeout, "Timeout: Too large resource version: 99999999, current: "+l.ResourceVersion)
+	// A future RV reached while waiting is served.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		env.mustCreate(t, "default", newLease("g2"))
+	}()
+	if _, err := env.e.Get(ctx, env.leases("default"), "g", &metav1.GetOptions{ResourceVersion: fmt.Sprint(mustAtoi(l.ResourceVersion) + 1)}); err != nil {
+		t.Errorf("waiting get: %v", err)
+	}
+	_, err = env.e.Get(ctx, env.leases("other"), "g", nil)
+	wantStatus(t, err, 404, metav1.StatusReasonNotFound, `leases.coordination.k8s.io "g" not found`)
+}
+
+func mustAtoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}

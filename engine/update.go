@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Update replaces an object (PUT), creating it when missing.
+func (e *Engine) Update(ctx context.Context, s Scope, name string, obj runtime.Object, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	out, created, err := e.update(ctx, s, name, obj, opts)
+	return out, created, toStatus(err)
+}
+
+func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.Object, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	k, err := e.kindFor(s)
+	if err != nil {
+		return nil, false, err
+	}
+	if opts == nil {
+		opts = &metav1.UpdateOptions{}
+	}
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return nil, false, optionsInvalid("UpdateOptions", errs)
+	}
+	in, err := k.input(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := checkName(in, name, s.Namespace); err != nil {
+		return nil, false, err
+	}
+	dedupOwnerReferences(ctx, in)
+	fm := k.fieldManagers[s.Version]
+	manager := managerOrUserAgent(opts.FieldManager, s.UserAgent)
+	transform := func(_ context.Context, live object, _ bool) (object, error) {
+		// Each attempt starts again from the request's object.
+		n := in.DeepCopyObject().(object)
+		return fm.UpdateNoErrors(live, n, manager).(object), nil
+	}
+	res, err := e.guaranteedUpdate(ctx, k, s.Namespace, name, string(in.GetUID()), isDryRun(opts.DryRun), transform)
+	if err != nil {
+		return nil, false, err
+	}
+	if !res.created && !res.deleted && !isDryRun(opts.DryRun) {
+		e.collectGarbage(ctx, k, s.Namespace, res.obj)
+	}
+	return k.fromStorage(res.obj, s.Version), res.created, nil
+}

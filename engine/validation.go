@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The rules below reproduce k8s.io/kubernetes
+// pkg/apis/coordination/validation/validation.go (which is not a
+// dependency) on top of apimachinery's ObjectMeta validation.
+
+var metadataPath = field.NewPath("metadata")
+
+// validLeaseStrategies are the Kubernetes-defined coordinated lease
+// strategies (names without a "/").
+var validLeaseStrategies = []string{string(coordinationv1.OldestEmulationVersion)}
+
+func validateLease(l *coordinationv1.Lease) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&l.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metadataPath)
+	return append(errs, validateLeaseSpec(&l.Spec, field.NewPath("spec"))...)
+}
+
+func validateLeaseUpdate(l, old *coordinationv1.Lease) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaUpdate(&l.ObjectMeta, &old.ObjectMeta, metadataPath)
+	return append(errs, validateLeaseSpec(&l.Spec, field.NewPath("spec"))...)
+}
+
+func validateLeaseSpec(spec *coordinationv1.LeaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.LeaseDurationSeconds != nil && *spec.LeaseDurationSeconds <= 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("leaseDurationSeconds"), spec.LeaseDurationSeconds, "must be greater than 0"))
+	}
+	if spec.LeaseTransitions != nil && *spec.LeaseTransitions < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("leaseTransitions"), spec.LeaseTransitions, "must be greater than or equal to 0"))
+	}
+	if spec.Strategy != nil {
+		errs = append(errs, validateCoordinatedLeaseStrategy(*spec.Strategy, fldPath.Child("strategy"))...)
+	}
+	if spec.PreferredHolder != nil && *spec.PreferredHolder != "" && (spec.Strategy == nil || *spec.Strategy == "") {
+		errs = append(errs, field.Forbidden(fldPath.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
+	}
+	return errs
+}
+
+// validateCoordinatedLeaseStrategy keeps upstream's doubled field path
+// (spec.strategy.strategy).
+func validateCoordinatedLeaseStrategy(strategy coordinationv1.CoordinatedLeaseStrategy, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	parts := strings.Split(string(strategy), "/")
+	if len(parts) == 1 {
+		for _, s := range validLeaseStrategies {
+			if parts[0] == s {
+				return nil
+			}
+		}
+		return append(errs, field.NotSupported(fldPath.Child("strategy"), strategy, validLeaseStrategies))
+	}
+	for _, msg := range utilvalidation.IsQualifiedName(string(strategy)) {
+		errs = append(errs, field.Invalid(fldPath.Child("strategy"), strategy, msg))
+	}
+	return errs
+}
+
+// validLeaseCandidateName applies ConfigMap-key rules, as upstream does for
+// LeaseCandidate names (uppercase and '_' are allowed).
+func validLeaseCandidateName(name string, _ bool) []string {
+	return utilvalidation.IsConfigMapKey(name)
+}
+
+func validateLeaseCandidate(c *coordinationv1beta1.LeaseCandidate) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&c.ObjectMeta, true, validLeaseCandidateName, metadataPath)
+	return append(errs, validateLeaseCandidateSpec(&c.Spec, field.NewPath("spec"))...)
+}
+
+func validateLeaseCandidateUpdate(c, old *coordinationv1beta1.LeaseCandidate) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaUpdate(&c.ObjectMeta, &old.ObjectMeta, metadataPath)
+	errs = append(errs, validateLeaseCandidateSpec(&c.Spec, field.NewPath("spec"))...)
+	return append(errs, apivalidation.ValidateImmutableField(c.Spec.LeaseName, old.Spec.LeaseName, field.NewPath("spec", "leaseName"))...)
+}
+
+func validateLeaseCandidateSpec(spec *coordinationv1beta1.LeaseCandidateSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.LeaseName == "" {
+		errs = append(errs, field.Required(fldPath.Child("leaseName"), ""))
+	}
+	var ev, bv semver
+	if spec.EmulationVersion != "" {
+		var err error
+		if ev, err = parseSemver(spec.EmulationVersion); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("emulationVersion"), spec.EmulationVersion, "must be a valid semantic version"))
+		}
+	}
+	if spec.BinaryVersion == "" {
+		errs = append(errs, field.Required(fldPath.Child("binaryVersion"), ""))
+	} else {
+		var err error
+		if bv, err = parseSemver(spec.BinaryVersion); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("binaryVersion"), spec.BinaryVersion, "must be a valid semantic version"))
+		}
+	}
+	if spec.BinaryVersion != "" && spec.EmulationVersion != "" && bv.compare(ev) < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("binaryVersion"), spec.BinaryVersion, "must be greater than or equal to `emulationVersion`"))
+	}
+	if spec.Strategy == "" {
+		errs = append(errs, field.Required(fldPath.Child("strategy"), ""))
+	} else {
+		if spec.Strategy == coordinationv1.OldestEmulationVersion && ev.compare(semver{}) == 0 {
+			errs = append(errs, field.Required(fldPath.Child("emulationVersion"), "must be specified when `strategy` is 'OldestEmulationVersion'"))
+		}
+		errs = append(errs, validateCoordinatedLeaseStrategy(spec.Strategy, fldPath.Child("strategy"))...)
+	}
+	return errs
+}
+
+// validateGenericCreate is the common ObjectMeta validation
+// kube-apiserver's BeforeCreate runs after the type's own, only when the
+// latter passed: path-segment name rules.
+func validateGenericCreate(o object) field.ErrorList {
+	return apivalidation.ValidateObjectMetaAccessor(o, true, path.ValidatePathSegmentName, metadataPath)
+}
+
+// validateGenericUpdate is BeforeUpdate's validateCommonFields.
+func validateGenericUpdate(o, old object) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaAccessor(o, true, path.ValidatePathSegmentName, metadataPath)
+	return append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(o, old, metadataPath)...)
+}
+
+// dedupErrors drops repeated identical causes; kube-apiserver 1.37 reports
+// each metadata error once although several validators find it.
+func dedupErrors(errs field.ErrorList) field.ErrorList {
+	if len(errs) < 2 {
+		return errs
+	}
+	seen := make(map[string]bool, len(errs))
+	out := errs[:0:0]
+	for _, e := range errs {
+		k := string(e.Type) + "\x00" + e.Field + "\x00" + e.ErrorBody()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+// ensureNamespace defaults an object's namespace from the request and
+// rejects a conflicting one, as rest.EnsureObjectNamespaceMatchesRequestNamespace.
+func ensureNamespace(o metav1.Object, ns string) error {
+	switch o.GetNamespace() {
+	case ns:
+		return nil
+	case "":
+		o.SetNamespace(ns)
+		return nil
+	}
+	return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+}
+
+// semver is a strict semantic version, parsed with the rules of
+// github.com/blang/semver/v4 Parse (which upstream uses and which is not a
+// dependency here).
+type semver struct {
+	major, minor, patch uint64
+	pre                 []prVersion
+}
+
+type prVersion struct {
+	str   string
+	num   uint64
+	isNum bool
+}
+
+const (
+	semverNumbers  = "0123456789"
+	semverAlphanum = "-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + semverNumbers
+)
+
+func containsOnly(s, set string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(set, r) }) == -1
+}
+
+func hasLeadingZeroes(s string) bool { return len(s) > 1 && s[0] == '0' }
+
+func parseSemverNumber(s, what string) (uint64, error) {
+	if !containsOnly(s, semverNumbers) {
+		return 0, fmt.Errorf("invalid character(s) found in %s number %q", what, s)
+	}
+	if hasLeadingZeroes(s) {
+		return 0, fmt.Errorf("%s number must not contain leading zeroes %q", what, s)
+	}
+	var n uint64
+	if s == "" {
+		return 0, fmt.Errorf("empty %s number", what)
+	}
+	for _, c := range s {
+		d := uint64(c - '0')
+		if n > (^uint64(0)-d)/10 {
+			return 0, fmt.Errorf("%s number %q out of range", what, s)
+		}
+		n = n*10 + d
+	}
+	return n, nil
+}
+
+func parseSemver(s string) (semver, error) {
+	var v semver
+	if s == "" {
+		return v, fmt.Errorf("version string empty")
+	}
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) != 3 {
+		return v, fmt.Errorf("no Major.Minor.Patch elements found")
+	}
+	var err error
+	if v.major, err = parseSemverNumber(parts[0], "major"); err != nil {
+		return semver{}, err
+	}
+	if v.minor, err = parseSemverNumber(parts[1], "minor"); err != nil {
+		return semver{}, err
+	}
+	patch := parts[2]
+	var build, pre []string
+	if i := strings.IndexByte(patch, '+'); i != -1 {
+		build = strings.Split(patch[i+1:], ".")
+		patch = patch[:i]
+	}
+	if i := strings.IndexByte(patch, '-'); i != -1 {
+		pre = strings.Split(patch[i+1:], ".")
+		patch = patch[:i]
+	}
+	if v.patch, err = parseSemverNumber(patch, "patch"); err != nil {
+		return semver{}, err
+	}
+	for _, p := range pre {
+		if p == "" {
+			return semver{}, fmt.Errorf("prerelease is empty")
+		}
+		switch {
+		case containsOnly(p, semverNumbers):
+			n, err := parseSemverNumber(p, "prerelease")
+			if err != nil {
+				return semver{}, err
+			}
+			v.pre = append(v.pre, prVersion{num: n, isNum: true})
+		case containsOnly(p, semverAlphanum):
+			v.pre = append(v.pre, prVersion{str: p})
+		default:
+			return semver{}, fmt.Errorf("invalid character(s) found in prerelease %q", p)
+		}
+	}
+	for _, b := range build {
+		if b == "" {
+			return semver{}, fmt.Errorf("build meta data is empty")
+		}
+		if !containsOnly(b, semverAlphanum) {
+			return semver{}, fmt.Errorf("invalid character(s) found in build meta data %q", b)
+		}
+	}
+	return v, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// compare orders versions by SemVer 2.0 precedence (build metadata is
+// ignored), like blang's Version.Compare.
+func (v semver) compare(o semver) int {
+	if c := cmpUint(v.major, o.major); c != 0 {
+		return c
+	}
+	if c := cmpUint(v.minor, o.minor); c != 0 {
+		return c
+	}
+	if c := cmpUint(v.patch, o.patch); c != 0 {
+		return c
+	}
+	switch {
+	case len(v.pre) == 0 && len(o.pre) == 0:
+		return 0
+	case len(v.pre) == 0:
+		return 1
+	case len(o.pre) == 0:
+		return -1
+	}
+	for i := 0; i < len(v.pre) && i < len(o.pre); i++ {
+		if c := v.pre[i].compare(o.pre[i]); c != 0 {
+			return c
+		}
+	}
+	return cmpUint(uint64(len(v.pre)), uint64(len(o.pre)))
+}
+
+func (p prVersion) compare(o prVersion) int {
+	switch {
+	case p.isNum && o.isNum:
+		return cmpUint(p.num, o.num)
+	case p.isNum:
+		return -1
+	case o.isNum:
+		return 1
+	}
+	return strings.Compare(p.str, o.str)
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/leasehold/leasehold/storage"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// maxUpdateAttempts bounds the optimistic-concurrency retry loop of one
+// write (kube-apiserver retries without bound; a bound keeps a pathological
+// write storm from pinning a request forever).
+const maxUpdateAttempts = 64
+
+// transformFunc computes the object to store from the live one. live is
+// never nil: a missing object is represented by an empty one and exists
+// is false.
+type transformFunc func(ctx context.Context, live object, exists bool) (object, error)
+
+// writeResult is the outcome of guaranteedUpdate.
+type writeResult struct {
+	obj     object
+	created bool
+	// deleted is set when the update removed the last finalizer of an
+	// object being deleted, which deletes it.
+	deleted bool
+}
+
+// guaranteedUpdate is kube-apiserver's Store.Update on top of
+// storage.GuaranteedUpdate: read, precondition, transform, create-or-
+// update checks, validation, no-op detection, compare-and-swap, retried on
+// write races.
+func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name string, uidPrecondition string, dryRun bool, transform transformFunc) (writeResult, error) {
+	key := k.key(namespace, name)
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		kv, err := e.store.Get(ctx, key)
+		exists := err == nil
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return writeResult{}, storageError(err)
+		}
+		var live object
+		if exists {
+			if live, err = k.decode(kv.Value, kv.ModRevision); err != nil {
+				return writeResult{}, apierrors.NewInternalError(err)
+			}
+		} else {
+			live = k.newObj()
+		}
+		if uidPrecondition != "" && string(live.GetUID()) != uidPrecondition {
+			return writeResult{}, k.uidPreconditionFailed(namespace, name, uidPrecondition, string(live.GetUID()))
+		}
+		// The transform gets its own copy: the live object is compared
+		// with the result below.
+		var current object
+		if exists {
+			current = live.DeepCopyObject().(object)
+		} else {
+			current = live
+		}
+		obj, err := transform(ctx, current, exists)
+		if err != nil {
+			return writeResult{}, err
+		}
+
+		if !exists {
+			e.fillSystemFields(obj)
+			if err := e.beforeCreate(k, namespace, obj); err != nil {
+				return writeResult{}, err
+			}
+			obj.SetResourceVersion("")
+			if dryRun {
+				return writeResult{obj: obj, created: true}, nil
+			}
+			data, err := k.encode(obj)
+			if err != nil {
+				return writeResult{}, apierrors.NewInternalError(err)
+			}
+			created, err := e.store.Create(ctx, key, data)
+			if errors.Is(err, storage.ErrKeyExists) {
+				continue // created concurrently: update it instead
+			}
+			if err != nil {
+				return writeResult{}, storageError(err)
+			}
+			obj.SetResourceVersion(formatRV(created.ModRevision))
+			return writeResult{obj: obj, created: true}, nil
+		}
+
+		newRV, err := objectRV(obj)
+		if err != nil {
+			return writeResult{}, err
+		}
+		if newRV == 0 {
+			// Upstream names the resource, not the kind, in this one.
+			qualifiedKind := schema.GroupKind{Group: k.gr.Group, Kind: k.gr.Resource}
+			return writeResult{}, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update"),
+			})
+		}
+		if newRV != uint64(kv.ModRevision) {
+			return writeResult{}, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+		}
+		if err := e.beforeUpdate(k, namespace, obj, live); err != nil {
+			return writeResult{}, err
+		}
+		data, err := k.encode(obj)
+		if err != nil {
+			return writeResult{}, apierrors.NewInternalError(err)
+		}
+		if !bytes.Equal(data, kv.Value) && managedFieldsEqualModuloTime(obj.GetManagedFields(), live.GetManagedFields()) {
+			// Only managedFields timestamps may have changed: keep the old
+			// ones, so that an otherwise unchanged object is a no-op.
+			mine := obj.GetManagedFields()
+			obj.SetManagedFields(live.GetManagedFields())
+			if alt, err := k.encode(obj); err == nil && bytes.Equal(alt, kv.Value) {
+				data = alt
+			} else {
+				obj.SetManagedFields(mine)
+			}
+		}
+		if bytes.Equal(data, kv.Value) {
+			return writeResult{obj: live}, nil // no-op: same RV, no event
+		}
+		if shouldDeleteDuringUpdate(obj, live) {
+			if dryRun {
+				return writeResult{obj: obj, deleted: true}, nil
+			}
+			if _, _, err := e.store.Delete(ctx, key, kv.ModRevision); err != nil {
+				if errors.Is(err, storage.ErrConflict) {
+					continue
+				}
+				if errors.Is(err, storage.ErrNotFound) {
+					return writeResult{obj: obj, deleted: true}, nil
+				}
+				return writeResult{}, storageError(err)
+			}
+			return writeResult{obj: obj, deleted: true}, nil
+		}
+		if dryRun {
+			return writeResult{obj: obj}, nil
+		}
+		updated, err := e.store.Update(ctx, key, data, kv.ModRevision)
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return writeResult{}, storageError(err)
+		}
+		obj.SetResourceVersion(formatRV(updated.ModRevision))
+		return writeResult{obj: obj}, nil
+	}
+	return writeResult{}, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+}
+
+// objectRV parses an object's resourceVersion like APIObjectVersioner:
+// a malformed one is a 500 with the strconv error.
+func objectRV(o object) (uint64, error) {
+	rv := o.GetResourceVersion()
+	if rv == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0, unknownError(err.Error())
+	}
+	return v, nil
+}
+
+// shouldDeleteDuringUpdate: an update that removes the last finalizer of
+// an object pending deletion deletes it.
+func shouldDeleteDuringUpdate(o, old object) bool {
+	g := old.GetDeletionGracePeriodSeconds()
+	return len(o.GetFinalizers()) == 0 && old.GetDeletionTimestamp() != nil && g != nil && *g == 0
+}
+
+// createOnce is Store.create: system fields, name generation,
+// validation, then the storage create.
+func (e *Engine) createOnce(ctx context.Context, k *kind, namespace string, o object, dryRun bool) (object, error) {
+	e.fillSystemFields(o)
+	if o.GetGenerateName() != "" && o.GetName() == "" {
+		o.SetName(generateName(o.GetGenerateName()))
+	}
+	if err := e.beforeCreate(k, namespace, o); err != nil {
+		return nil, err
+	}
+	key := k.key(namespace, o.GetName())
+	if dryRun {
+		_, err := e.store.Get(ctx, key)
+		if err == nil {
+			return nil, e.alreadyExists(ctx, k, o)
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return nil, storageError(err)
+		}
+		return o, nil
+	}
+	// A numeric non-zero resourceVersion is refused (etcd3 store Create);
+	// a malformed one is silently dropped, as upstream.
+	if v, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64); err == nil && v != 0 {
+		return nil, unknownError("resourceVersion should not be set on objects to be created")
+	}
+	o.SetResourceVersion("")
+	data, err := k.encode(o)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	kv, err := e.store.Create(ctx, key, data)
+	if errors.Is(err, storage.ErrKeyExists) {
+		return nil, e.alreadyExists(ctx, k, o)
+	}
+	if err != nil {
+		return nil, storageError(err)
+	}
+	o.SetResourceVersion(formatRV(kv.ModRevision))
+	return o, nil
+}
+
+// alreadyExists builds the 409 for a create on an existing key, with
+// upstream's generateName and terminating-object variants.
+func (e *Engine) alreadyExists(ctx context.Context, k *kind, o object) error {
+	name := o.GetName()
+	err := apierrors.NewAlreadyExists(k.gr, name)
+	if o.GetGenerateName() != "" {
+		err = apierrors.NewGenerateNameConflict(k.gr, name, 1)
+	}
+	if kv, gerr := e.store.Get(ctx, k.key(o.GetNamespace(), name)); gerr == nil {
+		if cur, derr := k.decode(kv.Value, kv.ModRevision); derr == nil && cur.GetDeletionTimestamp() != nil {
+			err.ErrStatus.Message = fmt.Sprintf("object is being deleted: %s", err.ErrStatus.Message)
+		}
+	}
+	return err
+}
