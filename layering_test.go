@@ -22,19 +22,27 @@ var forbiddenDeps = map[string][]string{
 		module + "/engine", module + "/web", module + "/plugins",
 		"github.com/valyala/fasthttp", "github.com/tetratelabs/wazero", "k8s.io/",
 	},
+	// web reaches the storage contract only through engine (checked on
+	// direct imports by forbiddenImports), and never a backend.
 	module + "/web": {
-		module + "/storage", "go.etcd.io/bbolt", "github.com/tetratelabs/wazero",
+		module + "/storage/", "go.etcd.io/bbolt", "github.com/tetratelabs/wazero",
 	},
 	// The ABI is the one contract shared by host, guests and engine: stdlib only.
 	module + "/plugins/abi": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage"},
 	module + "/plugins/sdk": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage", module + "/plugins/host"},
 }
 
+// forbiddenImports lists, per package prefix, what its non-test code must
+// not import directly.
+var forbiddenImports = map[string][]string{
+	module + "/web": {module + "/storage"},
+}
+
 // TestLayering fails when a package imports across the architecture's
 // boundaries (engine knows nothing of HTTP, bbolt or wazero; storage knows
 // nothing of Kubernetes; web never touches storage).
 func TestLayering(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...").Output()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}} |{{range .Deps}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -46,7 +54,26 @@ func TestLayering(t *testing.T) {
 		if len(fields) == 0 {
 			continue
 		}
-		pkg, deps := fields[0], fields[1:]
+		pkg := fields[0]
+		var imports, deps []string
+		for i, f := range fields[1:] {
+			if f == "|" {
+				imports, deps = fields[1:i+1], fields[i+2:]
+				break
+			}
+		}
+		for prefix, forbidden := range forbiddenImports {
+			if pkg != prefix && !strings.HasPrefix(pkg, prefix+"/") {
+				continue
+			}
+			for _, imp := range imports {
+				for _, f := range forbidden {
+					if matchesForbidden(imp, f) {
+						t.Errorf("%s imports %s directly, which its layer forbids", pkg, imp)
+					}
+				}
+			}
+		}
 		for prefix, forbidden := range forbiddenDeps {
 			if pkg != prefix && !strings.HasPrefix(pkg, prefix+"/") {
 				continue

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 )
 
 // decodeCache shares decoded objects between watchers: every watcher of a
@@ -53,4 +56,20 @@ func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object,
 	c.next = (c.next + 1) % len(c.order)
 	c.entries[dk] = o
 	return o, nil
+}
+
+// ownCopy gives one watcher its own top-level copy of a shared cached
+// object. Encoders write the TypeMeta of what they encode (the versioning
+// codec sets and restores it), so watchers must not share the struct that
+// holds it; a shallow copy suffices because nothing writes nested fields.
+func ownCopy(o object) object {
+	switch t := o.(type) {
+	case *coordinationv1.Lease:
+		c := *t
+		return &c
+	case *coordinationv1beta1.LeaseCandidate:
+		c := *t
+		return &c
+	}
+	return o.DeepCopyObject().(object)
 }

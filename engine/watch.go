@@ -235,7 +235,7 @@ func (r *watchRun) translate(ev storage.Event) (watch.EventType, runtime.Object,
 		curMatch := r.q.matches(cur)
 		if ev.PrevKV == nil {
 			if curMatch {
-				return watch.Added, r.k.fromStorage(cur, r.version), nil
+				return watch.Added, r.k.fromStorage(ownCopy(cur), r.version), nil
 			}
 			return "", nil, nil
 		}
@@ -249,9 +249,9 @@ func (r *watchRun) translate(ev storage.Event) (watch.EventType, runtime.Object,
 		}
 		switch {
 		case curMatch && prevMatch:
-			return watch.Modified, r.k.fromStorage(cur, r.version), nil
+			return watch.Modified, r.k.fromStorage(ownCopy(cur), r.version), nil
 		case curMatch:
-			return watch.Added, r.k.fromStorage(cur, r.version), nil
+			return watch.Added, r.k.fromStorage(ownCopy(cur), r.version), nil
 		case prevMatch:
 			return watch.Deleted, r.deleted(prev, ev.KV.ModRevision), nil
 		}

@@ -2,7 +2,9 @@ package abi
 
 // ABIVersion is the version of the strategy contract (Input/Decision) that
 // this package defines. WASM modules report theirs from the
-// lease_strategy_abi_version export; the host rejects other majors.
+// lease_strategy_abi_version export; the host rejects any other value.
+// Additive changes (new optional Input fields, new optional exports) keep
+// the number; anything a v1 module could misread bumps it.
 const ABIVersion = 1
 
 // Reason says why a decision is being made.
@@ -51,13 +53,13 @@ type LeaseState struct {
 // Candidate is one LeaseCandidate for the lease, as the host sees it.
 type Candidate struct {
 	Name             string  `json:"name"`
-	UID              string  `json:"uid"`
+	UID              string  `json:"uid,omitempty"`
 	CreationTimeUs   int64   `json:"creationTimeUs"`
 	BinaryVersion    Version `json:"binaryVersion"`
 	EmulationVersion Version `json:"emulationVersion"`
 	Strategy         string  `json:"strategy"`
-	RenewTimeUs      int64   `json:"renewTimeUs"`
-	PingTimeUs       int64   `json:"pingTimeUs"`
+	RenewTimeUs      int64   `json:"renewTimeUs,omitempty"`
+	PingTimeUs       int64   `json:"pingTimeUs,omitempty"`
 	// Acked reports that the candidate answered this round's ping; only
 	// acked candidates can be granted a lease.
 	Acked  bool              `json:"acked"`
@@ -106,7 +108,9 @@ const (
 // Decision is a strategy's answer.
 type Decision struct {
 	// Ranking orders candidate names best first; names not listed are
-	// ineligible. Unknown and duplicate names are ignored by the host.
+	// ineligible. Every name must be a candidate of the Input and appear
+	// once: the host rejects the whole Decision otherwise (a module that
+	// invents names is broken, and guessing what it meant is unsafe).
 	Ranking []string `json:"ranking"`
 	Action  Action   `json:"action"`
 	// Preempt allows asking a live holder to step down (preferredHolder).
@@ -122,6 +126,16 @@ const (
 	// ExportDecide is the guest export `() -> i32`: 0 when a Decision was
 	// written with write_output, non-zero for a strategy error.
 	ExportDecide = "lease_strategy_decide"
+	// ExportInfo is the guest export `() -> i32`: writes an Info document
+	// with write_output and returns 0. It runs once per load, so a module
+	// names itself instead of the host trusting its file name.
+	ExportInfo = "lease_strategy_info"
+	// ExportMemory is the guest's linear memory, which the host reads and
+	// writes for the calls below.
+	ExportMemory = "memory"
+	// ExportInitialize is the optional reactor initializer (Go c-shared,
+	// wasi-libc -mexec-model=reactor); the host runs it once per instance.
+	ExportInitialize = "_initialize"
 	// ImportModule is the module name of the host functions below.
 	ImportModule = "lease_strategy"
 	// ImportReadInput is `(buf i32, limit i32) -> i32`: copies the Input JSON
@@ -131,8 +145,28 @@ const (
 	// the host (the last call wins).
 	ImportWriteOutput = "write_output"
 	// ImportLog is `(level i32, buf i32, len i32)`: a log line for the
-	// server's log.
+	// server's log; level is a log/slog level (LogDebug..LogError).
 	ImportLog = "log"
 	// ImportLogEnabled is `(level i32) -> i32`: whether a level is logged.
 	ImportLogEnabled = "log_enabled"
 )
+
+// Log levels for the log and log_enabled imports: the numeric values of
+// log/slog levels, so that the host passes them through unchanged.
+const (
+	LogDebug int32 = -4
+	LogInfo  int32 = 0
+	LogWarn  int32 = 4
+	LogError int32 = 8
+)
+
+// Info is what a module says about itself (lease_strategy_info).
+type Info struct {
+	// Name is the strategy name candidates declare: the built-in
+	// "OldestEmulationVersion" or a qualified name ("example.com/name").
+	Name string `json:"name"`
+	// Version is the module's own version, free-form (e.g. "1.2.0").
+	Version string `json:"version"`
+	// Description is one human sentence for UIs and `plugin vet`.
+	Description string `json:"description,omitempty"`
+}

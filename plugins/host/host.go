@@ -1,0 +1,208 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/builtin"
+)
+
+// Host is the strategy registry: embedded built-ins plus the modules of
+// Options.Dir. Lookup is lock-free (an atomic pointer to an immutable
+// name->module map), so a reload never blocks a decision.
+type Host struct {
+	r    *runner
+	opts Options
+	log  *slog.Logger
+
+	active atomic.Pointer[map[string]*module]
+
+	mu       sync.Mutex // serialises scans and Close; guards the fields below
+	builtins map[string]*module
+	files    map[string]*fileState
+	closed   bool
+}
+
+var _ election.Registry = (*Host)(nil)
+
+// fileState is what the poller knows about one file of Options.Dir.
+type fileState struct {
+	path    string
+	sha     string // last content seen
+	mod     *module
+	err     error // load error of content sha (mod, if any, is older)
+	errAt   time.Time
+	info    os.FileInfo // at the last read
+	settled bool        // info's mtime was over 2 s old when read
+}
+
+// New compiles and self-tests the built-in strategies and creates
+// Options.Dir; call Run to load and watch the directory.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	opts = opts.withDefaults()
+	r, err := newRunner(ctx, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{r: r, opts: opts, log: opts.Logger.With("component", "plugins"),
+		builtins: map[string]*module{}, files: map[string]*fileState{}}
+	for _, b := range builtin.Modules() {
+		m, _, err := r.load(ctx, b.Wasm, "builtin:"+b.File, true, h.log)
+		if err != nil {
+			_ = r.close(ctx)
+			return nil, fmt.Errorf("plugins: built-in %s: %w", b.File, err)
+		}
+		h.builtins[m.info.Name] = m
+	}
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			_ = r.close(ctx)
+			return nil, fmt.Errorf("plugins: create %s: %w", opts.Dir, err)
+		}
+	}
+	h.publish()
+	return h, nil
+}
+
+// Lookup returns the module currently serving name.
+func (h *Host) Lookup(name string) (election.Strategy, bool) {
+	m, ok := (*h.active.Load())[name]
+	if !ok {
+		return nil, false
+	}
+	return m, true
+}
+
+// Builtin returns the embedded module for name even when a file in
+// Options.Dir overrides it: the controller's fallback after a failure.
+func (h *Host) Builtin(name string) (election.Strategy, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, ok := h.builtins[name]
+	if !ok {
+		return nil, false
+	}
+	return m, true
+}
+
+// Ready reports whether the host can decide: built-ins loaded, not closed.
+func (h *Host) Ready() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("plugins: host closed")
+	}
+	if _, ok := h.builtins[election.OldestEmulationVersion]; !ok {
+		return fmt.Errorf("plugins: built-in %s not loaded", election.OldestEmulationVersion)
+	}
+	return nil
+}
+
+// Close stops serving and releases the runtime; decisions still running
+// fail with ErrStrategyFailed.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	empty := map[string]*module{}
+	h.active.Store(&empty)
+	return h.r.close(ctx)
+}
+
+// publish rebuilds the name->module map: built-ins, then files in path
+// order (a file may override a built-in; load rejects a second file with
+// a name another file serves). Callers hold mu or own h exclusively.
+func (h *Host) publish() {
+	next := make(map[string]*module, len(h.builtins)+len(h.files))
+	for name, m := range h.builtins {
+		next[name] = m
+	}
+	for _, path := range h.sortedPaths() {
+		if m := h.files[path].mod; m != nil {
+			next[m.info.Name] = m
+		}
+	}
+	h.active.Store(&next)
+}
+
+func (h *Host) sortedPaths() []string {
+	paths := make([]string, 0, len(h.files))
+	for p := range h.files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// ModuleStatus describes one module for the UI and metrics.
+type ModuleStatus struct {
+	Name        string `json:"name"`
+	File        string `json:"file"`
+	SHA256      string `json:"sha256"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+	Builtin     bool   `json:"builtin"`
+	// Active is true when Lookup(Name) returns this module (false for a
+	// built-in overridden by a file, or a file that never loaded).
+	Active      bool          `json:"active"`
+	LoadedAt    time.Time     `json:"loadedAt"`
+	Calls       uint64        `json:"calls"`
+	Errors      uint64        `json:"errors"`
+	LastError   string        `json:"lastError,omitempty"`
+	LastErrorAt time.Time     `json:"lastErrorAt,omitzero"`
+	LatencyP50  time.Duration `json:"latencyP50"`
+	LatencyP99  time.Duration `json:"latencyP99"`
+	LatencySum  time.Duration `json:"latencySum"`
+	// LoadError is why the file's current content is not serving (the
+	// previous good version, if any, still is).
+	LoadError string `json:"loadError,omitempty"`
+}
+
+// Modules lists built-ins, then directory files by path.
+func (h *Host) Modules() []ModuleStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	active := *h.active.Load()
+	var out []ModuleStatus
+	names := make([]string, 0, len(h.builtins))
+	for n := range h.builtins {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, h.status(h.builtins[n], active))
+	}
+	for _, p := range h.sortedPaths() {
+		f := h.files[p]
+		st := ModuleStatus{File: p, SHA256: f.sha}
+		if f.mod != nil {
+			st = h.status(f.mod, active)
+		}
+		if f.err != nil {
+			st.LoadError = f.err.Error()
+			if f.mod == nil {
+				st.LastError, st.LastErrorAt = f.err.Error(), f.errAt
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (h *Host) status(m *module, active map[string]*module) ModuleStatus {
+	st := ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
+		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt}
+	m.stats.fill(&st)
+	return st
+}

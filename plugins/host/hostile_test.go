@@ -1,0 +1,303 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/abi"
+)
+
+// bigInput is over the 200 kB that arms the hostile modules.
+func bigInput() *abi.Input {
+	return abi.GenerateInput(3, 600, "example.com/hostile")
+}
+
+// serveHostile loads a hostile module from a plugin directory.
+func serveHostile(t *testing.T, opts Options, wasm []byte) (*Host, election.Strategy) {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(opts.Dir, "hostile.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := quietHost(t, opts)
+	h.Scan(context.Background())
+	s, ok := h.Lookup("example.com/hostile")
+	if !ok {
+		t.Fatalf("hostile module not loaded: %+v", h.Modules())
+	}
+	return h, s
+}
+
+// assertHealthy checks that the host still decides with the built-in.
+func assertHealthy(t *testing.T, h *Host) {
+	t.Helper()
+	s, _ := h.Lookup(election.OldestEmulationVersion)
+	in := abi.SampleInput(election.OldestEmulationVersion)
+	d, err := s.Decide(context.Background(), in)
+	if err != nil {
+		t.Fatalf("host unhealthy after a hostile module: %v", err)
+	}
+	if want := election.Oldest(in); d.Ranking[0] != want.Ranking[0] {
+		t.Fatalf("built-in answered %q, want %q", d.Ranking, want.Ranking)
+	}
+	if err := h.Ready(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostileAtDecision: modules that pass the self-test and misbehave on
+// a later input. Each failure wraps ErrStrategyFailed, is counted, and
+// the host keeps serving.
+func TestHostileAtDecision(t *testing.T) {
+	tests := []struct {
+		name    string
+		trigger string
+		want    string
+	}{
+		{"trap", `unreachable`, "unreachable"},
+		{"junk output", `(call $write_output (i32.const 1024) (i32.const 5)) (return (i32.const 0))`, "not a valid document"},
+		{"non-zero return", `(call $write_output (i32.const 1024) (i32.const 8)) (return (i32.const 7))`, "returned 7"},
+		{"no output", `(return (i32.const 0))`, "without calling write_output"},
+		{"output too large", `(call $write_output (i32.const 0) (i32.const 2000000)) (return (i32.const 0))`, "more than the"},
+		{"output outside memory", `(call $write_output (i32.const 65500) (i32.const 100)) (return (i32.const 0))`, "outside guest memory"},
+		{"input outside memory", `(drop (call $read_input (i32.const 65000) (i32.const 1000000)))`, "outside guest memory"},
+		{"memory bomb", `(loop $grow (br_if $grow (i32.ne (memory.grow (i32.const 64)) (i32.const -1)))) unreachable`, "unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, s := serveHostile(t, Options{}, hostile(t, tt.trigger, "", 1))
+			_, err := s.Decide(context.Background(), bigInput())
+			if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrStrategyFailed mentioning %q", err, tt.want)
+			}
+			// Still fine on small inputs: a fresh instance per decision.
+			if _, err := s.Decide(context.Background(), abi.SampleInput("example.com/hostile")); err != nil {
+				t.Fatalf("next decision: %v", err)
+			}
+			st := status(t, h, "example.com/hostile")
+			if st.Errors != 1 || st.Calls != 2 || !strings.Contains(st.LastError, tt.want) {
+				t.Fatalf("status = %+v", st)
+			}
+			assertHealthy(t, h)
+		})
+	}
+}
+
+// TestHostileJunkDecisions: well-formed JSON that is not a valid answer.
+func TestHostileJunkDecisions(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown action":    `{"ranking":[],"action":"dance","preempt":false,"reason":""}`,
+		"unknown candidate": `{"ranking":["nobody"],"action":"prefer","preempt":true,"reason":""}`,
+		"unknown field":     `{"ranking":[],"action":"keep","preempt":false,"reason":"","extra":1}`,
+		"trailing data":     `{"ranking":[],"action":"keep","preempt":false,"reason":""} {}`,
+		"invalid utf-8":     "{\"ranking\":[],\"action\":\"keep\",\"preempt\":false,\"reason\":\"\xff\"}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(doc)
+			data = strings.ReplaceAll(data, "\xff", `\ff`)
+			trigger := `(call $write_output (i32.const 4096) (i32.const ` + itoa(len(doc)) + `)) (return (i32.const 0))`
+			h, s := serveHostile(t, Options{}, hostile(t, trigger, `(data (i32.const 4096) "`+data+`")`, 1))
+			_, err := s.Decide(context.Background(), bigInput())
+			if !errors.Is(err, election.ErrStrategyFailed) {
+				t.Fatalf("err = %v, want ErrStrategyFailed", err)
+			}
+			assertHealthy(t, h)
+		})
+	}
+}
+
+// TestHostileInfiniteLoop: the deadline stops a spinning guest, and a GC
+// (which must stop every goroutine) completes while it spins: without
+// WithCloseOnContextDone the whole process would freeze here.
+func TestHostileInfiniteLoop(t *testing.T) {
+	h, s := serveHostile(t, Options{CallTimeout: 300 * time.Millisecond},
+		hostile(t, `(loop $spin (br $spin))`, "", 1))
+	gcDone := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the guest is spinning by now
+		start := time.Now()
+		runtime.GC()
+		gcDone <- time.Since(start)
+	}()
+	start := time.Now()
+	_, err := s.Decide(context.Background(), bigInput())
+	took := time.Since(start)
+	if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("err = %v, want a timeout wrapped in ErrStrategyFailed", err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("decision took %v with a 300ms deadline", took)
+	}
+	select {
+	case d := <-gcDone:
+		if d > 250*time.Millisecond {
+			t.Fatalf("runtime.GC took %v while a guest spun", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("runtime.GC did not finish while a guest spun")
+	}
+	// The caller's own deadline is honoured too.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := s.Decide(ctx, bigInput()); !errors.Is(err, election.ErrStrategyFailed) {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatalf("caller deadline ignored: %v", time.Since(start))
+	}
+	assertHealthy(t, h)
+}
+
+// TestIncidentLoggedOnce: a module failing in a loop logs one warning per
+// incident, and one line when it recovers.
+func TestIncidentLoggedOnce(t *testing.T) {
+	var logs syncBuffer
+	opts := Options{Logger: newTextLogger(&logs)}
+	_, s := serveHostile(t, opts, hostile(t, `unreachable`, "", 1))
+	for i := 0; i < 20; i++ {
+		if _, err := s.Decide(context.Background(), bigInput()); err == nil {
+			t.Fatal("expected failure")
+		}
+	}
+	if _, err := s.Decide(context.Background(), abi.SampleInput("example.com/hostile")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(context.Background(), bigInput()); err == nil {
+		t.Fatal("expected failure")
+	}
+	out := logs.String()
+	if n := strings.Count(out, "strategy failed"); n != 2 {
+		t.Fatalf("%d failure lines for 2 incidents:\n%s", n, out)
+	}
+	if !strings.Contains(out, "strategy recovered") || !strings.Contains(out, "failed_calls=20") {
+		t.Fatalf("no recovery line:\n%s", out)
+	}
+}
+
+// TestRejectedAtLoad: modules the host refuses before they ever serve.
+func TestRejectedAtLoad(t *testing.T) {
+	ok := `(return (i32.const 0))`
+	tests := []struct {
+		name string
+		wasm func(t *testing.T) []byte
+		want string
+	}{
+		{"wrong ABI version", func(t *testing.T) []byte { return hostile(t, ok, "", 2) }, "ABI 2"},
+		{"forbidden WASI import", func(t *testing.T) []byte {
+			return hostile(t, ok, `(import "wasi_snapshot_preview1" "path_open" (func (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))`, 1)
+		}, "path_open"},
+		{"socket import", func(t *testing.T) []byte {
+			return hostile(t, ok, `(import "wasi_snapshot_preview1" "sock_accept" (func (param i32 i32 i32) (result i32)))`, 1)
+		}, "sock_accept"},
+		{"unknown module import", func(t *testing.T) []byte {
+			return hostile(t, ok, `(import "env" "now" (func (result i64)))`, 1)
+		}, "env.now"},
+		{"wrong import signature", func(t *testing.T) []byte {
+			return hostile(t, ok, `(import "lease_strategy" "log" (func (param i64)))`, 1)
+		}, "signature"},
+		{"missing export", func(t *testing.T) []byte {
+			return wat(t, `(module (memory (export "memory") 1) (func (export "lease_strategy_abi_version") (result i32) (i32.const 1)))`)
+		}, "missing export"},
+		{"wrong export signature", func(t *testing.T) []byte {
+			return wat(t, `(module (memory (export "memory") 1)
+			  (func (export "lease_strategy_abi_version") (result i32) (i32.const 1))
+			  (func (export "lease_strategy_info") (result i32) (i32.const 0))
+			  (func (export "lease_strategy_decide") (param i32) (result i32) (i32.const 0)))`)
+		}, "signature"},
+		{"memory over the limit", func(t *testing.T) []byte {
+			return wat(t, `(module (memory (export "memory") 2000))`)
+		}, "memory"},
+		{"traps in self-test", func(t *testing.T) []byte {
+			return wat(t, strings.Replace(string(mustRead(t, "testdata/hello.wat")), `(drop (call $read_input (i32.const 0) (i32.const 0)))`, `unreachable`, 1))
+		}, "self-test"},
+		{"spins in self-test", func(t *testing.T) []byte {
+			return wat(t, strings.Replace(string(mustRead(t, "testdata/hello.wat")), `(drop (call $read_input (i32.const 0) (i32.const 0)))`, `(loop $l (br $l))`, 1))
+		}, "timed out"},
+		{"bad name", func(t *testing.T) []byte {
+			return wat(t, strings.Replace(strings.ReplaceAll(string(mustRead(t, "testdata/hello.wat")), "VERSION", "1"), "example.com/hello", "NotQualified", 1))
+		}, "without '/'"},
+		{"garbage bytes", func(t *testing.T) []byte { return []byte("\x00asm\x01\x00\x00\x00garbage") }, "compile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wasm := tt.wasm(t)
+			rep, err := Vet(context.Background(), wasm)
+			if !errors.Is(err, ErrInvalidModule) || !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Vet err = %v, want ErrInvalidModule mentioning %q", err, tt.want)
+			}
+			if rep.Problem == "" || rep.SHA256 == "" {
+				t.Fatalf("report = %+v", rep)
+			}
+			// Through the directory: rejected, reported, nothing served.
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "bad.wasm"), wasm, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h := quietHost(t, Options{Dir: dir})
+			h.Scan(context.Background())
+			mods := h.Modules()
+			last := mods[len(mods)-1]
+			if last.LoadError == "" || last.Name != "" || len(*h.active.Load()) != 1 {
+				t.Fatalf("bad module served or not reported: %+v", mods)
+			}
+			assertHealthy(t, h)
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func status(t *testing.T, h *Host, name string) ModuleStatus {
+	t.Helper()
+	for _, m := range h.Modules() {
+		if m.Name == name && m.Active {
+			return m
+		}
+	}
+	t.Fatalf("no active module %q in %+v", name, h.Modules())
+	return ModuleStatus{}
+}
+
+// TestGuestLogFlood: a module logging in a loop is rate-limited (the
+// dropped count is logged once the module may log again).
+func TestGuestLogFlood(t *testing.T) {
+	var logs syncBuffer
+	extra := `(import "lease_strategy" "log" (func $log (param i32 i32 i32)))
+	  (import "lease_strategy" "log_enabled" (func $log_enabled (param i32) (result i32)))
+	  (data (i32.const 3072) "flood")
+	  (global $i (mut i32) (i32.const 0))`
+	trigger := `(if (call $log_enabled (i32.const -4)) (then
+	    (loop $l
+	      (call $log (i32.const 0) (i32.const 3072) (i32.const 5))
+	      (global.set $i (i32.add (global.get $i) (i32.const 1)))
+	      (br_if $l (i32.lt_u (global.get $i) (i32.const 500))))))`
+	_, s := serveHostile(t, Options{Logger: newTextLogger(&logs)}, hostile(t, trigger, extra, 1))
+	if _, err := s.Decide(context.Background(), bigInput()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(context.Background(), bigInput()); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "msg=flood"); n < 1 || n > guestLogBurst+2 {
+		t.Fatalf("%d guest lines logged for 1000 calls to log (burst %d)", n, guestLogBurst)
+	}
+	if !strings.Contains(out, "strategy=example.com/hostile") {
+		t.Fatalf("guest lines not tagged with the strategy:\n%s", out)
+	}
+}

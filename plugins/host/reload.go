@@ -1,0 +1,174 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Run loads Options.Dir and rescans it every PollInterval until ctx ends:
+// new and changed files (by sha256) are compiled, checked and self-tested
+// off the decision path and swapped in atomically; a file whose new
+// content fails keeps serving its previous good version; a removed file
+// stops serving (a built-in it overrode serves again). Polling, not
+// inotify, so there is no new dependency and it works on any filesystem.
+// Writers should create the file elsewhere and rename it into place.
+func (h *Host) Run(ctx context.Context) error {
+	if h.opts.Dir == "" {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(h.opts.PollInterval)
+	defer t.Stop()
+	for {
+		h.Scan(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Scan runs one pass over Options.Dir (Run calls it on every tick; tests
+// and the CLI may call it directly).
+func (h *Host) Scan(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.opts.Dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(h.opts.Dir)
+	if err != nil {
+		h.log.Warn("cannot read plugin directory", "dir", h.opts.Dir, "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	var retired []*module // released after publish, so Lookup never returns a closed module
+	changed := false
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".wasm") || strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(h.opts.Dir, name)
+		seen[path] = true
+		ok, old := h.scanFile(ctx, path)
+		changed = changed || ok
+		if old != nil {
+			retired = append(retired, old)
+		}
+	}
+	for path, f := range h.files {
+		if seen[path] {
+			continue
+		}
+		delete(h.files, path)
+		if f.mod != nil {
+			h.log.Info("strategy module removed", "file", path, "strategy", f.mod.info.Name)
+			retired = append(retired, f.mod)
+			changed = true
+		}
+	}
+	if changed {
+		h.publish()
+	}
+	for _, m := range retired {
+		m.release() // closes it once the calls already running return
+	}
+}
+
+// scanFile (re)loads path if its content changed; it reports whether the
+// serving set changed and the module it replaced, for the caller to
+// release after publishing.
+func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
+	f := h.files[path]
+	if f == nil {
+		f = &fileState{path: path}
+		h.files[path] = f
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return false, nil // vanished between ReadDir and Stat: next scan removes it
+	}
+	// Cheap check first (same inode, size and mtime, and the mtime was
+	// already old at the previous scan, so a same-size rewrite within one
+	// mtime tick cannot hide); sha256 decides below.
+	if f.info != nil && os.SameFile(f.info, info) && info.ModTime().Equal(f.info.ModTime()) &&
+		info.Size() == f.info.Size() && f.settled {
+		return false, nil
+	}
+	f.info, f.settled = info, time.Since(info.ModTime()) > 2*time.Second
+	wasm, err := readLimited(path, h.opts.MaxModuleBytes)
+	if err != nil {
+		h.fileFailed(f, "", err)
+		return false, nil
+	}
+	sum := sha256.Sum256(wasm)
+	sha := hex.EncodeToString(sum[:])
+	if sha == f.sha {
+		return false, nil
+	}
+	f.sha = sha
+	m, _, err := h.r.load(ctx, wasm, path, false, h.log)
+	if err == nil {
+		if other := h.owner(m.info.Name, path); other != "" {
+			m.release()
+			err = fmt.Errorf("%w: strategy %q is already served by %s", ErrInvalidModule, m.info.Name, other)
+		}
+	}
+	if err != nil {
+		h.fileFailed(f, sha, err)
+		return false, nil
+	}
+	old := f.mod
+	f.mod, f.err = m, nil
+	attrs := []any{"file", path, "strategy", m.info.Name, "version", m.info.Version, "sha256", sha}
+	if _, ok := h.builtins[m.info.Name]; ok {
+		attrs = append(attrs, "overrides_builtin", true)
+	}
+	h.log.Info("strategy module loaded", attrs...)
+	return true, old
+}
+
+func (h *Host) fileFailed(f *fileState, sha string, err error) {
+	f.err, f.errAt = err, time.Now()
+	keep := "none"
+	if f.mod != nil {
+		keep = f.mod.info.Name + " " + f.mod.short()
+	}
+	// Logged once per content: the next scan skips an unchanged file.
+	h.log.Warn("strategy module rejected", "file", f.path, "sha256", sha, "err", err, "still_serving", keep)
+}
+
+// owner returns the path of another file already serving name.
+func (h *Host) owner(name, except string) string {
+	for path, f := range h.files {
+		if path != except && f.mod != nil && f.mod.info.Name == name {
+			return path
+		}
+	}
+	return ""
+}
+
+func readLimited(path string, max int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("plugins: read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is over the %d-byte limit", ErrInvalidModule, path, max)
+	}
+	return b, nil
+}

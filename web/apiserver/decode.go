@@ -1,0 +1,185 @@
+package apiserver
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// decodeBody decodes a create or update body into the scope's versioned
+// type (handlers.createHandler / UpdateResource): a missing apiVersion or
+// kind defaults to the endpoint's, unknown and duplicate fields are
+// warnings (Warn, the default), errors (Strict) or ignored (Ignore).
+func (r *request) decodeBody(info *runtime.SerializerInfo, body []byte, fieldValidation string) (runtime.Object, error) {
+	gvk := r.scope.GroupVersionKind()
+	into, err := engine.Scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("creating %v: %w", gvk, err)
+	}
+	var dec runtime.Decoder = info.StrictSerializer
+	if fieldValidation == metav1.FieldValidationIgnore || dec == nil {
+		// engine.Codecs are strict throughout; Ignore needs the lenient
+		// decoder of the same media type.
+		dec = lenientDecoder(info.MediaType)
+	}
+	obj, actual, err := dec.Decode(body, &gvk, into)
+	if err != nil {
+		if strict, ok := runtime.AsStrictDecodingError(err); ok && obj != nil && fieldValidation != metav1.FieldValidationStrict {
+			for _, e := range strict.Errors() {
+				for _, w := range parseYAMLWarnings(e.Error()) {
+					r.warnings.Add(w)
+				}
+			}
+		} else {
+			return nil, decodeError(err, gvk.Kind, actual, body)
+		}
+	}
+	if actual.GroupVersion() != gvk.GroupVersion() {
+		return nil, badRequestf("the API version in the data (%s) does not match the expected API version (%s)",
+			actual.GroupVersion().String(), gvk.GroupVersion().String())
+	}
+	if obj != into {
+		// A registered kind other than the endpoint's: upstream fails to
+		// convert it to the internal type.
+		return nil, decodeError(fmt.Errorf("converting (%s) to (%s): unknown conversion", typeName(obj), typeName(into)), gvk.Kind, actual, body)
+	}
+	return obj, nil
+}
+
+// lenientCodecs decode without strict field checks (fieldValidation=Ignore).
+var lenientCodecs = serializer.NewCodecFactory(engine.Scheme)
+
+func lenientDecoder(mediaType string) runtime.Decoder {
+	for _, i := range lenientCodecs.SupportedMediaTypes() {
+		if i.MediaType == mediaType {
+			return i.Serializer
+		}
+	}
+	return lenientCodecs.UniversalDeserializer()
+}
+
+// typeName prints a type like conversion errors do ("v1.Lease").
+func typeName(obj runtime.Object) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", obj), "*")
+}
+
+// Prefixes of YAML strict errors, split into one warning per line
+// (handlers.parseYAMLWarnings).
+const (
+	yamlShortPrefix = "yaml: unmarshal errors:\n"
+	yamlLongPrefix  = "error converting YAML to JSON: yaml: unmarshal errors:\n"
+)
+
+func parseYAMLWarnings(s string) []string {
+	var rest string
+	switch {
+	case strings.HasPrefix(s, yamlShortPrefix):
+		rest = s[len(yamlShortPrefix):]
+	case strings.HasPrefix(s, yamlLongPrefix):
+		rest = s[len(yamlLongPrefix):]
+	default:
+		return []string{s}
+	}
+	out := strings.Split(rest, "\n")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+// decodeError is handlers.transformDecodeError: a 400 naming what the body
+// claimed to be, or a summary of the body when it claimed nothing.
+func decodeError(err error, kind string, actual *schema.GroupVersionKind, body []byte) error {
+	msg := strings.ReplaceAll(err.Error(), engineSchemeName, upstreamSchemeName)
+	if actual != nil && actual.Kind != "" {
+		return badRequestf("%s in version %q cannot be handled as a %s: %s", actual.Kind, actual.Version, kind, msg)
+	}
+	return badRequestf("the object provided is unrecognized (must be of type %s): %s (%s)", kind, msg, summarizeData(body, 30))
+}
+
+// The scheme name appears in "no kind is registered" errors; upstream's is
+// the legacy scheme's.
+var (
+	engineSchemeName   = fmt.Sprintf("in scheme %q", engine.Scheme.Name())
+	upstreamSchemeName = `in scheme "pkg/api/legacyscheme/scheme.go:30"`
+)
+
+func summarizeData(data []byte, maxLength int) string {
+	switch {
+	case len(data) == 0:
+		return "<empty>"
+	case data[0] == '{':
+		if len(data) > maxLength {
+			return string(data[:maxLength]) + " ..."
+		}
+		return string(data)
+	default:
+		if len(data) > maxLength {
+			return hex.EncodeToString(data[:maxLength]) + " ..."
+		}
+		return hex.EncodeToString(data)
+	}
+}
+
+// checkName rejects an update whose body names another object
+// (handlers.checkName).
+func checkName(obj runtime.Object, name, namespace string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return badRequestf("the name of the object (%s based on URL) was undeterminable: %v", name, err)
+	}
+	if m.GetName() != name {
+		return badRequestf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), name)
+	}
+	if namespace != "" && m.GetNamespace() != "" && m.GetNamespace() != namespace {
+		return badRequestf("the namespace of the object (%s) does not match the namespace on the request (%s)", m.GetNamespace(), namespace)
+	}
+	return nil
+}
+
+// deleteCodecs decode DeleteOptions bodies. Like upstream's
+// metainternalversion scheme they accept meta.k8s.io/v1, v1 and the
+// per-group DeleteOptions older clients send.
+var deleteCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	for gvk := range engine.Scheme.AllKnownTypes() {
+		if gvk.Kind == "DeleteOptions" && gvk.Version != runtime.APIVersionInternal {
+			s.AddKnownTypeWithName(gvk, &metav1.DeleteOptions{})
+		}
+	}
+	return serializer.NewCodecFactory(s)
+}()
+
+// decodeDeleteOptions decodes a DELETE body. Failures are passed on as
+// plain errors, which kube-apiserver reports as a 500 without reason.
+func decodeDeleteOptions(info *runtime.SerializerInfo, body []byte, into *metav1.DeleteOptions) error {
+	var dec runtime.Decoder
+	for _, i := range deleteCodecs.SupportedMediaTypes() {
+		if i.MediaType == info.MediaType {
+			dec = i.Serializer
+		}
+	}
+	if dec == nil {
+		return plainInternal(fmt.Errorf("no decoder for %s", info.MediaType))
+	}
+	def := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+	obj, _, err := dec.Decode(body, &def, into)
+	if err != nil {
+		return plainInternal(err)
+	}
+	if obj != into {
+		return plainInternal(errors.New("decoded object cannot be converted to DeleteOptions"))
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+// Package apiserver serves kube-apiserver's REST surface for the resources
+// engine.API reports: resource routing (namespaced, all-namespace and the
+// deprecated /watch/ paths), content negotiation (JSON, YAML, protobuf,
+// Table, PartialObjectMetadata), request decoding and field validation,
+// Status errors, watch streaming, legacy and aggregated discovery and the
+// OpenAPI documents.
+//
+// The behaviour follows k8s.io/apiserver's handlers (endpoints/handlers,
+// negotiation, responsewriters, discovery) closely enough that client-go
+// and kubectl cannot tell the difference; the upstream file each piece
+// mirrors is named in its comments. The package speaks fasthttp and calls
+// only engine.API, engine.Codecs/ParameterCodec and engine/schema.
+package apiserver

@@ -1,0 +1,369 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// DefaultMaxRequestBodyBytes is kube-apiserver's --max-request-body-bytes
+// default (3 MiB).
+const DefaultMaxRequestBodyBytes = 3 * 1024 * 1024
+
+// Options configures a Handler.
+type Options struct {
+	Engine engine.API
+	Logger *slog.Logger
+	// MaxRequestBodyBytes bounds request bodies; 0 means the default.
+	MaxRequestBodyBytes int
+	// Streams ends every watch stream when it is cancelled (server
+	// shutdown); nil means streams end only on their own.
+	Streams context.Context
+}
+
+// Handler serves the Kubernetes API paths (/api, /apis/..., /openapi/...).
+type Handler struct {
+	eng     engine.API
+	log     *slog.Logger
+	maxBody int
+	streams context.Context
+
+	infos       []runtime.SerializerInfo
+	mediaTypes  []string // json, yaml, protobuf
+	streamTypes []string // the ";stream=watch" forms that exist
+	// produces and producesAll are the go-restful route Produces lists,
+	// joined for the router's 406 message.
+	produces, producesAll string
+
+	encoders map[encoderKey]runtime.Encoder
+	groups   map[string]*group
+	disc     *discovery
+	openapi  *openAPI
+}
+
+// group is one served API group with its versions, most preferred first.
+type group struct {
+	name     string
+	versions []string
+}
+
+// New builds a Handler for the resources opts.Engine serves.
+func New(opts Options) (*Handler, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("apiserver: Options.Engine is required")
+	}
+	h := &Handler{
+		eng:     opts.Engine,
+		log:     opts.Logger,
+		maxBody: opts.MaxRequestBodyBytes,
+		streams: opts.Streams,
+		infos:   engine.Codecs.SupportedMediaTypes(),
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxRequestBodyBytes
+	}
+	if h.streams == nil {
+		h.streams = context.Background()
+	}
+	h.mediaTypes = mediaTypeNames(h.infos, false)
+	h.streamTypes = mediaTypeNames(h.infos, true)
+	h.produces = strings.Join(h.mediaTypes, ", ")
+	h.producesAll = strings.Join(append(append([]string(nil), h.mediaTypes...), h.streamTypes...), ", ")
+	h.groups = groupsOf(opts.Engine.Resources())
+	h.encoders = h.buildEncoders()
+	var err error
+	if h.disc, err = newDiscovery(opts.Engine.Resources(), h.groups); err != nil {
+		return nil, err
+	}
+	h.openapi = newOpenAPI()
+	return h, nil
+}
+
+// Serve handles rc if its path belongs to the Kubernetes API and reports
+// whether it did; other paths are left to the caller (kube-apiserver's
+// plain-text 404 for unknown paths lives outside this package).
+func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
+	p := rc.Path()
+	switch {
+	case len(p) >= 5 && string(p[:5]) == "/apis":
+		if len(p) == 5 || (len(p) == 6 && p[5] == '/') {
+			h.serveAPIs(rc)
+			return true
+		}
+		if p[5] != '/' {
+			return false
+		}
+		return h.serveGroupPath(rc, string(p))
+	case string(p) == "/api" || string(p) == "/api/":
+		h.serveLegacyRoot(rc)
+		return true
+	case len(p) >= 8 && string(p[:8]) == "/openapi":
+		return h.serveOpenAPI(rc, string(p))
+	}
+	return false
+}
+
+// serveGroupPath handles /apis/<group>[/...]: everything under a served
+// group answers with a Status, including 404s, as go-restful's group web
+// service does upstream.
+func (h *Handler) serveGroupPath(rc *fasthttp.RequestCtx, path string) bool {
+	rest := path[len("/apis/"):]
+	name, rest := cut(rest, '/')
+	g, ok := h.groups[name]
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		h.serveGroup(rc, g)
+		return true
+	}
+	version, rest := cut(rest, '/')
+	if !contains(g.versions, version) {
+		h.writeError(rc, errNotFound)
+		return true
+	}
+	if rest == "" {
+		h.serveResourceList(rc, g, version)
+		return true
+	}
+	rt, ok := h.parseResourcePath(g.name, version, rest)
+	if !ok {
+		h.writeError(rc, errNotFound)
+		return true
+	}
+	h.serveResource(rc, rt)
+	return true
+}
+
+// route is a parsed resource path.
+type route struct {
+	res         *engine.Resource
+	version     string
+	deprecation string
+	namespace   string
+	name        string
+	// allNamespaces is the cluster-wide collection path of a namespaced
+	// resource.
+	allNamespaces bool
+	// watchPath marks the deprecated /watch/ paths.
+	watchPath bool
+}
+
+// parseResourcePath parses what follows /apis/<group>/<version>/:
+// [watch/](namespaces/<ns>/<plural>[/<name>] | <plural>).
+func (h *Handler) parseResourcePath(groupName, version, rest string) (route, bool) {
+	var rt route
+	rest = strings.TrimSuffix(rest, "/")
+	seg := strings.Split(rest, "/")
+	if seg[0] == "watch" {
+		rt.watchPath = true
+		seg = seg[1:]
+	}
+	var plural string
+	switch {
+	case len(seg) >= 3 && seg[0] == "namespaces" && len(seg) <= 4:
+		rt.namespace, plural = seg[1], seg[2]
+		if len(seg) == 4 {
+			rt.name = seg[3]
+		}
+	case len(seg) == 1:
+		plural, rt.allNamespaces = seg[0], true
+	default:
+		return rt, false
+	}
+	res, ok := h.eng.ResourceFor(groupName, version, plural)
+	if !ok || plural == "" || (len(seg) == 4 && rt.name == "") || (rt.namespace == "" && !rt.allNamespaces) {
+		return rt, false
+	}
+	if !res.Namespaced {
+		// Cluster-scoped resources would be served under /<plural>[/<name>];
+		// none exist today.
+		return rt, false
+	}
+	sv, _ := res.ServedVersion(version)
+	rt.res, rt.version, rt.deprecation = res, version, sv.Deprecation
+	return rt, true
+}
+
+// verb is one resource handler.
+type verb func(r *request)
+
+// serveResource applies go-restful's route selection (method 405, PATCH
+// Content-Type 415, Accept 406) and runs the matching handler.
+func (h *Handler) serveResource(rc *fasthttp.RequestCtx, rt route) {
+	method := b2s(rc.Method())
+	var fn verb
+	produces := h.produces
+	switch {
+	case rt.watchPath:
+		if method == http.MethodGet {
+			fn, produces = (*request).watchForced, h.producesAll
+		}
+	case rt.name != "":
+		switch method {
+		case http.MethodGet:
+			fn = (*request).get
+		case http.MethodPut:
+			fn = (*request).update
+		case http.MethodPatch:
+			fn = (*request).patch
+		case http.MethodDelete:
+			fn = (*request).delete
+		}
+	case rt.allNamespaces:
+		if method == http.MethodGet {
+			fn, produces = (*request).list, h.producesAll
+		}
+	default:
+		switch method {
+		case http.MethodGet:
+			fn, produces = (*request).list, h.producesAll
+		case http.MethodPost:
+			fn = (*request).create
+		case http.MethodDelete:
+			fn = (*request).deleteCollection
+		}
+	}
+	if fn == nil {
+		h.writeError(rc, errMethodNotAllowed)
+		return
+	}
+	if method == http.MethodPatch && !patchContentTypeOK(b2s(rc.Request.Header.ContentType())) {
+		h.writeError(rc, errPatchMediaType)
+		return
+	}
+	if accept := b2s(rc.Request.Header.Peek("Accept")); accept != "" && !routeAccepts(accept, produces) {
+		h.writeError(rc, routerStatus(http.StatusNotAcceptable, "NotAcceptable",
+			"406: Not Acceptable\n\nAvailable representations: "+produces))
+		return
+	}
+	r := newRequest(h, rc, rt)
+	defer r.finish()
+	fn(r)
+}
+
+// routeAccepts is go-restful's Route.matchesAccept: any comma-separated
+// entry, parameters stripped, equal to */* or to a produced type.
+func routeAccepts(accept, produces string) bool {
+	for rest := accept; ; {
+		var mt string
+		mt, rest = cut(rest, ',')
+		mt, _ = cut(mt, ';')
+		mt = strings.TrimSpace(mt)
+		if mt == "*/*" {
+			return true
+		}
+		for p := produces; p != ""; {
+			var one string
+			one, p, _ = strings.Cut(p, ", ")
+			if one == mt {
+				return true
+			}
+		}
+		if rest == "" {
+			return false
+		}
+	}
+}
+
+// patchContentTypeOK is go-restful's matchesContentType for the PATCH
+// route: the type before any ";" must be a patch type; an empty type
+// counts as application/octet-stream.
+func patchContentTypeOK(ct string) bool {
+	for rest := ct; ; {
+		var mt string
+		mt, rest = cut(rest, ',')
+		mt, _ = cut(mt, ';')
+		switch strings.TrimSpace(mt) {
+		case "application/json-patch+json", "application/merge-patch+json",
+			"application/strategic-merge-patch+json", "application/apply-patch+yaml":
+			return true
+		}
+		if rest == "" {
+			return false
+		}
+	}
+}
+
+func groupsOf(resources []*engine.Resource) map[string]*group {
+	out := map[string]*group{}
+	for _, r := range resources {
+		g := out[r.Group]
+		if g == nil {
+			g = &group{name: r.Group}
+			out[r.Group] = g
+		}
+		for _, v := range r.Versions {
+			if !contains(g.versions, v.Version) {
+				g.versions = append(g.versions, v.Version)
+			}
+		}
+	}
+	for _, g := range out {
+		sortVersions(g.versions)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// encoderKey names a cached encoder.
+type encoderKey struct {
+	mediaType string
+	pretty    bool
+	gv        schema.GroupVersion
+}
+
+// buildEncoders prepares the encoders for every served group version plus
+// meta.k8s.io and core v1, so that the request path does no allocation to
+// find one.
+func (h *Handler) buildEncoders() map[encoderKey]runtime.Encoder {
+	gvs := []schema.GroupVersion{statusGV, {Group: "meta.k8s.io", Version: "v1"}, {Group: "meta.k8s.io", Version: "v1beta1"}}
+	for _, g := range h.groups {
+		for _, v := range g.versions {
+			gvs = append(gvs, schema.GroupVersion{Group: g.name, Version: v})
+		}
+	}
+	out := map[encoderKey]runtime.Encoder{}
+	for i := range h.infos {
+		info := &h.infos[i]
+		for _, gv := range gvs {
+			out[encoderKey{info.MediaType, false, gv}] = engine.Codecs.EncoderForVersion(info.Serializer, gv)
+			if info.PrettySerializer != nil {
+				out[encoderKey{info.MediaType, true, gv}] = engine.Codecs.EncoderForVersion(info.PrettySerializer, gv)
+			}
+		}
+	}
+	return out
+}
+
+// encoder returns the encoder writing info's media type in gv.
+func (h *Handler) encoder(info *runtime.SerializerInfo, pretty bool, gv schema.GroupVersion) runtime.Encoder {
+	pretty = pretty && info.PrettySerializer != nil
+	if e, ok := h.encoders[encoderKey{info.MediaType, pretty, gv}]; ok {
+		return e
+	}
+	s := info.Serializer
+	if pretty {
+		s = info.PrettySerializer
+	}
+	return engine.Codecs.EncoderForVersion(s, gv)
+}

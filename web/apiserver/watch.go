@@ -1,0 +1,172 @@
+package apiserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// minRequestTimeout is kube-apiserver's --min-request-timeout: a watch
+// without timeoutSeconds lasts a random time in [1x, 2x) of it.
+const minRequestTimeout = 30 * time.Minute
+
+// watch streams events (handlers.ListResource's watch branch and
+// serveWatchHandler). mo is the negotiated output, which decides any
+// Table or PartialObjectMetadata conversion.
+func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
+	accept := b2s(r.rc.Request.Header.Peek("Accept"))
+	smo, ok := negotiateMediaType(accept, r.h.infos, restrictResource, true)
+	if !ok {
+		r.fail(notAcceptable(r.h.streamTypes))
+		return
+	}
+	tableOpts, err := r.tableOptions(mo)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if opts.TimeoutSeconds == nil || *opts.TimeoutSeconds == 0 {
+		secs := int64((minRequestTimeout + rand.N(minRequestTimeout)) / time.Second)
+		opts.TimeoutSeconds = &secs
+	}
+	timeout := time.Duration(*opts.TimeoutSeconds) * time.Second
+	enc, err := r.newWatchEncoder(smo.info, mo.convert, tableOpts)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.h.streams, timeout)
+	ctx = engine.WithWarnings(ctx, &r.warnings)
+	w, err := r.h.eng.Watch(ctx, r.scope, opts)
+	if err != nil {
+		cancel()
+		r.fail(err)
+		return
+	}
+	enc.ctx = ctx
+
+	mediaType := smo.info.MediaType
+	if mediaType != "application/json" {
+		mediaType += ";stream=watch"
+	}
+	r.rc.SetContentType(mediaType)
+	r.rc.SetStatusCode(http.StatusOK)
+	// client-go's Watch returns only once the headers arrive; send them
+	// before the first event.
+	r.rc.Response.ImmediateHeaderFlush = true
+	log := r.h.log
+	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
+		defer cancel()
+		defer w.Stop()
+		// fasthttp runs this in its own goroutine: a panic here would end
+		// the process, so it only ends the stream.
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("Recovered from a panic in a watch stream", slog.String("panic", fmt.Sprint(v)),
+					slog.String("stack", string(debug.Stack())))
+			}
+		}()
+		if err := enc.stream(ctx, w.ResultChan(), bw); err != nil {
+			log.Debug("Watch stream ended", slog.String("err", err.Error()))
+		}
+	})
+}
+
+// watchEncoder writes watch events like upstream's watchEncoder: the
+// object is encoded on its own (the "embedded" encoding), wrapped in a
+// WatchEvent and written through the media type's framer.
+type watchEncoder struct {
+	r         *request
+	ctx       context.Context
+	embedded  runtime.Encoder
+	event     runtime.Encoder
+	framer    func(io.Writer) io.Writer
+	target    *schema.GroupVersionKind
+	tableOpts *metav1.TableOptions
+	obj, ev   bytes.Buffer
+}
+
+func (r *request) newWatchEncoder(info *runtime.SerializerInfo, target *schema.GroupVersionKind, tableOpts *metav1.TableOptions) (*watchEncoder, error) {
+	if info.StreamSerializer == nil || info.StreamSerializer.Framer == nil {
+		return nil, fmt.Errorf("no framer defined for %q", info.MediaType)
+	}
+	e := &watchEncoder{
+		r:         r,
+		event:     engine.Codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.gv),
+		framer:    info.StreamSerializer.Framer.NewFrameWriter,
+		target:    target,
+		tableOpts: tableOpts,
+	}
+	gv := r.gv
+	if target != nil {
+		gv = target.GroupVersion()
+	}
+	e.embedded = r.h.encoder(info, false, gv)
+	return e, nil
+}
+
+// stream copies events to bw until the channel closes, the context ends
+// (timeout, shutdown) or a write fails (the client went away). It flushes
+// whenever no further event is queued, so that batches share a flush.
+func (e *watchEncoder) stream(ctx context.Context, ch <-chan watch.Event, bw *bufio.Writer) error {
+	out := e.framer(bw)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if err := e.encode(ev, out); err != nil {
+				return err
+			}
+			if len(ch) == 0 {
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// encode writes one event.
+func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
+	obj := ev.Object
+	if e.target != nil {
+		// As upstream, a failed conversion sends the object unconverted.
+		if t, err := e.r.transformTo(e.ctx, obj, e.target, e.tableOpts); err == nil {
+			obj = t
+		}
+		if e.tableOpts != nil {
+			// Only the first Table carries the column definitions.
+			e.tableOpts.NoHeaders = true
+		}
+	}
+	e.obj.Reset()
+	if err := e.embedded.Encode(obj, &e.obj); err != nil {
+		return fmt.Errorf("encoding watch object %T: %w", obj, err)
+	}
+	e.ev.Reset()
+	we := &metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: e.obj.Bytes()}}
+	if err := e.event.Encode(we, &e.ev); err != nil {
+		return fmt.Errorf("encoding watch event: %w", err)
+	}
+	_, err := out.Write(e.ev.Bytes())
+	return err
+}

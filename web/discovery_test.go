@@ -1,0 +1,133 @@
+package web_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/web"
+)
+
+func TestLegacyDiscovery(t *testing.T) {
+	base := startServer(t, nil)
+	for path, sample := range map[string]string{
+		"/apis/coordination.k8s.io":         "discovery-coordination-group.json",
+		"/apis/coordination.k8s.io/v1":      "discovery-coordination-v1.json",
+		"/apis/coordination.k8s.io/v1beta1": "discovery-coordination-v1beta1.json",
+	} {
+		do(t, "GET", base+path, "").expect(t, 200, refSample(t, sample)+"\n")
+	}
+	group := refSample(t, "discovery-coordination-group.json")
+	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `]}` + "\n"
+	do(t, "GET", base+"/apis", "").expect(t, 200, list)
+	// No core group is served: an empty version list, which client-go and
+	// kubectl accept.
+	r := do(t, "GET", base+"/api", "")
+	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIVersions","versions":[],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:`) {
+		t.Errorf("/api: %d %s", r.code, r.body)
+	}
+	do(t, "POST", base+"/apis/coordination.k8s.io/v1", "").expect(t, 405, status405)
+}
+
+func TestAggregatedDiscovery(t *testing.T) {
+	base := startServer(t, nil)
+	accept := "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+	r := do(t, "GET", base+"/apis", "", accept)
+	sample := refSample(t, "discovery-aggregated-apis-coordination-only.json")
+	// The capture holds only our group (and no list metadata).
+	want := strings.Replace(sample, `"items":`, `"metadata":{},"items":`, 1) + "\n"
+	if r.code != 200 || r.body != want {
+		t.Errorf("got %d %s\nwant %s", r.code, r.body, want)
+	}
+	etag := r.header.Get("Etag")
+	if ct := r.header.Get("Content-Type"); ct != "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" ||
+		len(etag) != 130 || r.header.Get("Vary") != "Accept" || r.header.Get("Cache-Control") != "public" {
+		t.Errorf("headers: %v", r.header)
+	}
+	r = do(t, "GET", base+"/apis", "", accept, "If-None-Match: "+etag)
+	if r.code != 304 || r.body != "" {
+		t.Errorf("304: %d %q", r.code, r.body)
+	}
+	r = do(t, "GET", base+"/apis", "", "Accept: application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1","metadata":{},"items":[{"metadata":{"name":"coordination.k8s.io"}`) {
+		t.Errorf("v2beta1: %d %s", r.code, r.body)
+	}
+	r = do(t, "GET", base+"/api", "", accept)
+	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[]}`+"\n" {
+		t.Errorf("/api aggregated: %d %s", r.code, r.body)
+	}
+}
+
+func TestOpenAPI(t *testing.T) {
+	base := startServer(t, nil)
+	r := do(t, "GET", base+"/openapi/v3", "")
+	if r.code != 200 || r.header.Get("Cache-Control") != "no-cache, private" {
+		t.Fatalf("index: %d %v %s", r.code, r.header, r.body)
+	}
+	m := decodeMap(t, r.body)
+	entry, ok := m["paths"].(map[string]any)["apis/coordination.k8s.io/v1"].(map[string]any)
+	if !ok {
+		t.Fatalf("index: %s", r.body)
+	}
+	hashed := entry["serverRelativeURL"].(string)
+	prefix := "/openapi/v3/apis/coordination.k8s.io/v1?hash="
+	if !strings.HasPrefix(hashed, prefix) || len(hashed) != len(prefix)+128 {
+		t.Fatalf("url %q", hashed)
+	}
+	r = do(t, "GET", base+hashed, "", "Accept: application/json")
+	if r.code != 200 || r.header.Get("Cache-Control") != "public, immutable" || r.header.Get("Expires") == "" ||
+		r.header.Get("Etag") != `"`+hashed[len(prefix):]+`"` || r.header.Get("Content-Type") != "application/json" ||
+		!strings.Contains(r.body, `"openapi":"3.0.0"`) {
+		t.Errorf("hashed doc: %d %v %.200s", r.code, r.header, r.body)
+	}
+	r = do(t, "GET", base+"/openapi/v3/apis/coordination.k8s.io/v1", "", "If-None-Match: "+r.header.Get("Etag"))
+	if r.code != 304 || r.header.Get("Cache-Control") != "no-cache, private" {
+		t.Errorf("304: %d %v", r.code, r.header)
+	}
+	// A stale hash redirects to the current one.
+	req := base + prefix + "00"
+	c := *httpClientNoRedirect()
+	resp, err := c.Get(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 301 || resp.Header.Get("Location") != hashed {
+		t.Errorf("redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if r := do(t, "GET", base+"/openapi/v3/apis/foo/v1", ""); r.code != 404 {
+		t.Errorf("unknown doc: %d", r.code)
+	}
+	r = do(t, "GET", base+"/openapi/v2", "")
+	if r.code != 200 || !strings.Contains(r.body, `"swagger":"2.0"`) {
+		t.Errorf("v2: %d %.100s", r.code, r.body)
+	}
+	if r := do(t, "GET", base+"/openapi/v2", "", "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf"); r.code != 406 {
+		t.Errorf("v2 protobuf: %d", r.code)
+	}
+}
+
+func TestVersionAndHealth(t *testing.T) {
+	var ready error
+	base := startServer(t, func(o *web.Options) { o.Ready = func() error { return ready } })
+	r := do(t, "GET", base+"/version", "")
+	if want := refSample(t, "version.json"); r.code != 200 || r.body != strings.Replace(want, "module-zip-k8s.io/kubernetes@v1.37.1", "abc", 1) ||
+		r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("version: %d %v %s", r.code, r.header, r.body)
+	}
+	for _, p := range []string{"/healthz", "/livez", "/readyz", "/readyz/ping", "/healthz/storage"} {
+		r := do(t, "GET", base+p, "")
+		r.expect(t, 200, "ok")
+		if p[len(p)-1] == 'z' && r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s headers: %v", p, r.header)
+		}
+	}
+	do(t, "GET", base+"/readyz?verbose", "").expect(t, 200, "[+]ping ok\n[+]log ok\n[+]storage ok\n[+]shutdown ok\nreadyz check passed\n")
+	do(t, "GET", base+"/livez?verbose&exclude=log&exclude=nope", "").expect(t, 200,
+		"[+]ping ok\n[+]log excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"nope\"\nlivez check passed\n")
+	ready = errors.New("store closed")
+	do(t, "GET", base+"/readyz", "").expect(t, 500, "[+]ping ok\n[+]log ok\n[-]storage failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n")
+	do(t, "GET", base+"/readyz/storage", "").expect(t, 500, "internal server error: store closed\n")
+	do(t, "GET", base+"/livez", "").expect(t, 200, "ok")
+	do(t, "GET", base+"/healthz/nope", "").expect(t, 404, "404 page not found\n")
+}

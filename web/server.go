@@ -1,0 +1,146 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/web/apiserver"
+)
+
+// VersionInfo is what /version reports.
+type VersionInfo = version.Info
+
+// Options configures a Server.
+type Options struct {
+	Engine engine.API
+	Logger *slog.Logger
+	// Version is reported by /version.
+	Version VersionInfo
+	// Ready reports readiness for /readyz and /healthz; nil means ready.
+	Ready func() error
+	// MaxRequestBodyBytes bounds request bodies (413 above); 0 means
+	// kube-apiserver's default of 3 MiB.
+	MaxRequestBodyBytes int
+}
+
+// shutdownGrace bounds how long Serve waits for in-flight requests.
+const shutdownGrace = 5 * time.Second
+
+// Server serves the Kubernetes API and the generic endpoints.
+type Server struct {
+	log     *slog.Logger
+	api     *apiserver.Handler
+	ready   func() error
+	maxBody int
+	version []byte // /version body, rendered once
+
+	// streams is cancelled when shutdown starts, ending watch streams.
+	streams     context.Context
+	stopStreams context.CancelFunc
+	stopping    atomic.Bool
+
+	ids     auditIDs
+	handler fasthttp.RequestHandler
+}
+
+// NewServer builds a Server; it does not listen.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("web: Options.Engine is required")
+	}
+	s := &Server{log: opts.Logger, ready: opts.Ready, maxBody: opts.MaxRequestBodyBytes}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = apiserver.DefaultMaxRequestBodyBytes
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	api, err := apiserver.New(apiserver.Options{
+		Engine:              opts.Engine,
+		Logger:              s.log,
+		MaxRequestBodyBytes: s.maxBody,
+		Streams:             s.streams,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	s.api = api
+	if s.version, err = renderVersion(opts.Version); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	s.ids = newAuditIDs()
+	s.handler = s.serve
+	return s, nil
+}
+
+// Handler returns the request handler, for callers that run their own
+// fasthttp.Server. Such a server should set MaxRequestBodySize and
+// ErrorHandler like Serve does to answer oversized bodies with a Status.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: watch
+// streams end, in-flight requests get a few seconds to finish. It returns
+// nil after a shutdown, or the error that stopped serving.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &fasthttp.Server{
+		Handler:               s.handler,
+		ErrorHandler:          s.errorHandler,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		// Bodies above the limit fail in fasthttp before the handler;
+		// errorHandler turns that into upstream's 413 Status.
+		MaxRequestBodySize: s.maxBody,
+		ReadBufferSize:     16 << 10,
+		ReadTimeout:        time.Minute,
+		IdleTimeout:        90 * time.Second,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{s.log},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("web: serving on %s: %w", ln.Addr(), err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	s.stopping.Store(true)
+	s.stopStreams()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.ShutdownWithContext(sctx); err != nil {
+		s.log.Warn("Shutdown did not complete in time", slog.String("addr", ln.Addr().String()), slog.String("err", err.Error()))
+	}
+	<-errc
+	return nil
+}
+
+// errorHandler answers requests fasthttp could not read. Oversized bodies
+// get kube-apiserver's 413 Status; other malformed requests a plain 400.
+func (s *Server) errorHandler(rc *fasthttp.RequestCtx, err error) {
+	s.begin(rc)
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.api.WriteError(rc, s.api.TooLarge())
+		return
+	}
+	rc.Error("400 Bad Request", fasthttp.StatusBadRequest)
+}
+
+// fasthttpLogger routes fasthttp's own messages to slog.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), slog.String("component", "fasthttp"))
+}
