@@ -160,8 +160,8 @@ func TestDirectDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "k8s.io/client-go") {
-			t.Errorf("the server binary links %s; client-go is for tests only", dep)
+		if strings.HasPrefix(dep, "k8s.io/client-go") || strings.HasPrefix(dep, "github.com/chromedp/") {
+			t.Errorf("the server binary links %s; it is for tests only", dep)
 		}
 	}
 }

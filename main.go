@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,14 +27,19 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/ui"
 )
 
 // Version is leasehold's own version, set at build time with
@@ -78,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			return 1
 		}
 		return 0
+	case "plugin":
+		return runPlugin(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "leasehold %s (Kubernetes API v%s.%s, %s %s/%s)\n",
 			Version, kubeMajor, kubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -97,8 +105,79 @@ func usage(w io.Writer) {
 
 Usage:
   leasehold [serve] [flags]   run the server (default command; see "leasehold serve --help")
+  leasehold plugin vet FILE.wasm
+                              check a strategy module against the plugin ABI
+  leasehold plugin test FILE.wasm [--input snapshot.json]
+                              run a strategy module offline and print its decision
   leasehold version           print version information
 `)
+}
+
+// runPlugin implements "leasehold plugin vet|test".
+func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
+		fmt.Fprintln(stderr, "usage: leasehold plugin vet FILE.wasm | leasehold plugin test FILE.wasm [--input snapshot.json]")
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("leasehold plugin "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	input := fs.String("input", "", "`file` with the abi.Input JSON to decide on (default: a built-in sample)")
+	// Accept the module path before or after the flags.
+	var file string
+	rest := args[1:]
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		file, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		fmt.Fprintf(stderr, "leasehold plugin %s: expected exactly one FILE.wasm\n", sub)
+		return 2
+	}
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold plugin %s: %v\n", sub, err)
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if sub == "vet" {
+		rep, err := host.Vet(ctx, wasm)
+		_ = enc.Encode(rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold plugin vet: %s: %v\n", file, err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: ok (strategy %q, version %q)\n", file, rep.Info.Name, rep.Info.Version)
+		return 0
+	}
+	var in *abi.Input
+	if *input != "" {
+		data, err := os.ReadFile(*input)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold plugin test: %v\n", err)
+			return 1
+		}
+		in = new(abi.Input)
+		if err := json.Unmarshal(data, in); err != nil {
+			fmt.Fprintf(stderr, "leasehold plugin test: %s is not an abi.Input: %v\n", *input, err)
+			return 1
+		}
+	}
+	decision, timing, err := host.TestRun(ctx, wasm, in)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold plugin test: %s: %v\n", file, err)
+		return 1
+	}
+	_ = enc.Encode(struct {
+		Decision *abi.Decision `json:"decision"`
+		Timing   host.Timing   `json:"timing"`
+	}{decision, timing})
+	return 0
 }
 
 // serveConfig is the parsed and validated configuration of "leasehold serve".
@@ -109,6 +188,8 @@ type serveConfig struct {
 	LogFormat       string
 	LogLevel        slog.Level
 	WatchHistory    time.Duration
+	PluginsDir      string
+	PluginTimeout   time.Duration
 	MaxBodyBytes    int
 }
 
@@ -133,6 +214,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&logLevel, "log-level", "info", "minimum log `level`: debug, info, warn or error")
 	fs.DurationVar(&cfg.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
+	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
+	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", time.Second, "wall-clock limit of one strategy decision; a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: leasehold serve [flags]\n\nFlags (each also read from its environment variable):\n")
@@ -178,6 +261,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	if cfg.WriteKubeconfig == "" {
 		cfg.WriteKubeconfig = filepath.Join(cfg.DataDir, "kubeconfig")
 	}
+	if cfg.PluginsDir == "" {
+		cfg.PluginsDir = filepath.Join(cfg.DataDir, "plugins")
+	}
+	if cfg.PluginTimeout <= 0 {
+		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
 	}
@@ -201,7 +290,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	dbPath := filepath.Join(cfg.DataDir, "leasehold.db")
-	store, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory})
+	store, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory, Logger: logger.With("component", "storage")})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", dbPath, err)
 	}
@@ -216,11 +305,72 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 		return fmt.Errorf("start engine: %w", err)
 	}
 
+	// Strategy modules: the embedded built-ins are compiled (from the disk
+	// cache when warm) before the server reports ready; the plugins
+	// directory is then watched for new, changed and removed modules.
+	var ctrl *election.Controller
+	plugins, err := host.New(ctx, host.Options{
+		DataDir:     cfg.DataDir,
+		Dir:         cfg.PluginsDir,
+		CallTimeout: cfg.PluginTimeout,
+		Logger:      logger,
+		OnChange: func() {
+			if ctrl != nil {
+				ctrl.Resync()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("load strategy plugins: %w", err)
+	}
+	defer plugins.Close(context.WithoutCancel(ctx))
+
+	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election")}
+	if fb, ok := plugins.Builtin(election.OldestEmulationVersion); ok {
+		electionOpts.Fallback = fb
+	}
+	ctrl, err = election.New(electionOpts)
+	if err != nil {
+		return fmt.Errorf("start election controller: %w", err)
+	}
+	// Background work stops before the database closes (deferred above).
+	var background sync.WaitGroup
+	defer background.Wait()
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	background.Go(func() { _ = plugins.Run(bgCtx) })
+	background.Go(func() { _ = ctrl.Run(bgCtx) })
+
 	srv, err := web.NewServer(web.Options{
-		Engine:              eng,
-		Logger:              logger.With("component", "web"),
-		Version:             versionInfo(),
+		Engine:  eng,
+		Logger:  logger.With("component", "web"),
+		Version: versionInfo(),
+		Ready: func() error {
+			if err := plugins.Ready(); err != nil {
+				return err
+			}
+			if !ctrl.Synced() {
+				return errors.New("election controller has not synced yet")
+			}
+			return nil
+		},
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		UI: ui.Sources{
+			Storage: func(ctx context.Context) (ui.StorageStats, error) {
+				st, err := store.Stats(ctx)
+				return ui.StorageStats(st), err
+			},
+			StoragePath: dbPath,
+			Modules: func() []ui.Module {
+				mods := plugins.Modules()
+				out := make([]ui.Module, len(mods))
+				for i, m := range mods {
+					out[i] = ui.Module(m)
+				}
+				return out
+			},
+			Decisions: eng.Decisions,
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("create HTTP server: %w", err)
@@ -248,8 +398,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 		ready(addr)
 	}
 	if err := srv.Serve(ctx, ln); err != nil {
+		stopBackground()
 		return fmt.Errorf("serve: %w", err)
 	}
+	stopBackground()
 	logger.Info("Stopped serving")
 	return nil
 }

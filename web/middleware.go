@@ -51,6 +51,9 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 	case p == "/version" || p == "/version/":
 		s.serveVersion(rc)
 	default:
+		if s.ui.Serve(rc) { // /ui/..., and / for browsers
+			return
+		}
 		if !s.api.Serve(rc) {
 			notFound(rc)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/web/apiserver"
+	"github.com/leasehold/leasehold/web/ui"
 )
 
 // VersionInfo is what /version reports.
@@ -30,6 +31,9 @@ type Options struct {
 	// MaxRequestBodyBytes bounds request bodies (413 above); 0 means
 	// kube-apiserver's default of 3 MiB.
 	MaxRequestBodyBytes int
+	// UI feeds the built-in web UI (/ui/) the facts the Kubernetes API
+	// does not carry; any field may be nil (its view then says "no data").
+	UI ui.Sources
 }
 
 // shutdownGrace bounds how long Serve waits for in-flight requests.
@@ -39,6 +43,7 @@ const shutdownGrace = 5 * time.Second
 type Server struct {
 	log     *slog.Logger
 	api     *apiserver.Handler
+	ui      *ui.Handler
 	ready   func() error
 	maxBody int
 	version []byte // /version body, rendered once
@@ -75,6 +80,11 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.api = api
+	if s.ui, err = ui.New(ui.Options{
+		Sources: opts.UI, Version: opts.Version, Logger: s.log, Checks: s.readyChecks,
+	}); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
 	if s.version, err = renderVersion(opts.Version); err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
@@ -97,9 +107,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorHandler:          s.errorHandler,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		// Bodies above the limit fail in fasthttp before the handler;
-		// errorHandler turns that into upstream's 413 Status.
-		MaxRequestBodySize: s.maxBody,
+		// The handler answers bodies above the limit with upstream's 413.
+		// fasthttp itself reads up to twice the limit, so that a client
+		// sending a moderately oversized body still reads that answer
+		// (closing on unread data would reset the connection under it);
+		// beyond that errorHandler answers and the connection closes.
+		MaxRequestBodySize: 2 * s.maxBody,
 		ReadBufferSize:     16 << 10,
 		ReadTimeout:        time.Minute,
 		IdleTimeout:        90 * time.Second,
@@ -136,6 +149,15 @@ func (s *Server) errorHandler(rc *fasthttp.RequestCtx, err error) {
 		return
 	}
 	rc.Error("400 Bad Request", fasthttp.StatusBadRequest)
+}
+
+// readyChecks runs the /readyz checks for the UI's system view.
+func (s *Server) readyChecks() []ui.Check {
+	var out []ui.Check
+	for _, c := range s.checks("readyz") {
+		out = append(out, ui.Check{Name: c.name, OK: c.fn() == nil})
+	}
+	return out
 }
 
 // fasthttpLogger routes fasthttp's own messages to slog.

@@ -6,7 +6,51 @@
 // ranking (Decision). Strategies are usually WebAssembly modules run by
 // plugins/host; this package defines the contract and keeps every safety
 // rule on the host side: a live lease is never handed to another identity
-// (only preferredHolder is set), grants go only to candidates that acked
-// this round's ping, unknown names in a ranking are ignored, and a failing
-// strategy falls back to the built-in one without preempting anybody.
+// (only preferredHolder is set), grants go only to candidates that
+// answered in this round, a decision naming a non-candidate (or any other
+// invalid answer, error, panic or timeout) counts as a strategy failure,
+// and a failing strategy falls back to Options.Fallback, then to the
+// native OldestEmulationVersion, without preempting anybody.
+//
+// The Controller (New, Run) is compatible with client-go's
+// leaderelection.NewCandidate and LeaderElector{Coordinated: true} as
+// kube-apiserver's coordinator is: it creates the Lease, writes pingTime
+// on candidates and waits for their renewTime acks, grants a free or
+// expired lease (holderIdentity, leaseDurationSeconds = GrantDuration,
+// renewTime), sets preferredHolder on a live holder when a better
+// candidate answered, and deletes stale candidates. It acts only through
+// the engine (as manager "leasehold-election-controller"), so its writes
+// are validated and watched like any client's.
+//
+// Deliberate differences from upstream (kubernetes
+// pkg/controlplane/controller/leaderelection, see
+// shared/research/coordinated-election.md §6):
+//
+//   - Expiry and liveness use the server's observation times (when the
+//     controller saw a renewal), never foreign renewTime values against
+//     our clock; pingTime is written after the candidate's renewTime so
+//     that a candidate whose clock runs ahead still acks.
+//   - Precise timers (lease expiry, ping deadline, candidate validity)
+//     instead of a 5 s requeue: with 4 s leases a dead holder is replaced
+//     in about 5 s (upstream ~9.5 s). A vacant lease waits GrantAckWait
+//     (1 s), not the whole ping window, for better-ranked candidates.
+//   - A grant needs an ack from after the vacancy began, so a holder that
+//     just died is not re-granted on an ack from before its death.
+//   - A nil holder is a free lease (upstream panics); an expired lease
+//     whose best candidate is the old holder is re-granted; a stale
+//     preferredHolder is cleared (upstream stalls, kubernetes#138066);
+//     leaseTransitions and acquireTime are maintained.
+//   - Strategy resolution and rankings do not depend on list order; a
+//     strategy conflict or an unknown strategy name is logged and
+//     recorded once per incident and the lease is left alone.
+//   - A candidate that ignored a ping is not pinged again for
+//     UnresponsiveRetry unless it renews by itself (upstream re-pings
+//     dead-but-valid candidates every round, edge case 6.2.3).
+//   - A live lease without spec.strategy is held by a plain elector, which
+//     ignores preferredHolder: it is left to expire instead of starting
+//     upstream's write ping-pong.
+//   - Every decision is auditable: grants annotate the Lease
+//     (AnnotationStrategy, AnnotationModule, AnnotationReason,
+//     AnnotationFallbackFrom) and each decision is appended to a bounded
+//     history (engine.RecordDecision, read with engine.Decisions).
 package election

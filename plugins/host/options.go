@@ -31,6 +31,10 @@ type Options struct {
 	MaxModuleBytes int64
 	// MaxOutputBytes caps what write_output accepts. Default 1 MiB.
 	MaxOutputBytes int
+	// OnChange, when set, is called after a scan changed the set of
+	// serving modules (added, replaced or removed), so that the election
+	// controller can re-decide with the new strategies at once.
+	OnChange func()
 	// Logger receives host and (rate-limited) guest logs. Default
 	// slog.Default().
 	Logger *slog.Logger

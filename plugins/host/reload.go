@@ -82,6 +82,9 @@ func (h *Host) Scan(ctx context.Context) {
 	for _, m := range retired {
 		m.release() // closes it once the calls already running return
 	}
+	if changed && h.opts.OnChange != nil {
+		h.opts.OnChange()
+	}
 }
 
 // scanFile (re)loads path if its content changed; it reports whether the

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/storage"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Decision history: the coordinated election controller (engine/election)
+// records why it did what it did to each Lease, so that an operator (and
+// the web UI) can audit every grant and hand-over. The records are not a
+// Kubernetes resource: they live in the same store, as JSON, under
+// DecisionKeyPrefix, which no Kubernetes list or watch ever reads, so they
+// cannot leak into the API or disturb a resource's history.
+
+// DecisionKeyPrefix is the storage key prefix of decision histories; the
+// history of Lease <ns>/<name> is stored at DecisionKeyPrefix+"<ns>/<name>".
+const DecisionKeyPrefix = "/leasehold/decisions/"
+
+// DefaultDecisionHistory is how many records RecordDecision keeps per
+// Lease when the caller passes no limit.
+const DefaultDecisionHistory = 50
+
+// maxDecisionRetries bounds the compare-and-swap loop of RecordDecision;
+// only the election controller writes histories, so conflicts are rare.
+const maxDecisionRetries = 8
+
+// DecisionModule identifies the strategy code that made a decision.
+type DecisionModule struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Builtin bool   `json:"builtin,omitempty"`
+}
+
+// DecisionCandidate is one LeaseCandidate as the controller saw it when it
+// decided.
+type DecisionCandidate struct {
+	Name             string `json:"name"`
+	BinaryVersion    string `json:"binaryVersion,omitempty"`
+	EmulationVersion string `json:"emulationVersion,omitempty"`
+	Strategy         string `json:"strategy,omitempty"`
+	// Acked reports that the candidate answered a ping (or renewed) within
+	// the ping window, which makes it eligible for a grant.
+	Acked bool `json:"acked"`
+	// State is the candidate's liveness: "acked", "pending" (pinged, not
+	// answered yet), "unresponsive" (ignored its last ping), or "unknown"
+	// (not pinged this round).
+	State string `json:"state,omitempty"`
+}
+
+// DecisionRecord is one audited election decision on one Lease.
+type DecisionRecord struct {
+	// Time is when the controller decided (server clock).
+	Time time.Time `json:"time"`
+	// Seq increases with every decision the controller makes on the lease
+	// during one run.
+	Seq int64 `json:"seq,omitempty"`
+	// Trigger is why a decision was needed (abi.Reason: "lease_missing",
+	// "lease_expired", "no_holder", "candidate_changed", ...).
+	Trigger string `json:"trigger,omitempty"`
+	// Strategy is the strategy name resolved from the candidates.
+	Strategy string `json:"strategy,omitempty"`
+	// Module is the code that produced the ranking (the fallback's when
+	// Fallback is set).
+	Module DecisionModule `json:"module"`
+	// Fallback is set when the lease's strategy failed and the fallback
+	// strategy decided instead (never preempting a live holder).
+	Fallback bool `json:"fallback,omitempty"`
+	// Holder is the lease holder before the decision, empty if none.
+	Holder string `json:"holder,omitempty"`
+	// Candidates are the candidates considered, sorted by name.
+	Candidates []DecisionCandidate `json:"candidates,omitempty"`
+	// Ranking is the strategy's ranking, best first.
+	Ranking []string `json:"ranking,omitempty"`
+	// Chosen is the candidate the lease was granted or handed over to.
+	Chosen string `json:"chosen,omitempty"`
+	// Action is what the controller did: "grant", "prefer" (set
+	// preferredHolder), "clear-preferred", "abstain", "conflict",
+	// "no-candidate", "strategy-error".
+	Action string `json:"action"`
+	// Reason is a short human explanation (the strategy's reason, or the
+	// controller's for conflicts and failures).
+	Reason string `json:"reason,omitempty"`
+	// Outcome is "ok" when the write succeeded, or the error text.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// decisionHistory is the stored document.
+type decisionHistory struct {
+	Records []DecisionRecord `json:"records"`
+}
+
+func decisionKey(ns, name string) string { return DecisionKeyPrefix + ns + "/" + name }
+
+// RecordDecision appends rec to the decision history of Lease ns/name and
+// keeps only the newest keep records (DefaultDecisionHistory when keep <=
+// 0). The write is a compare-and-swap on the stored history, retried on
+// conflict, so concurrent writers never lose each other's records.
+func (e *Engine) RecordDecision(ctx context.Context, ns, name string, rec DecisionRecord, keep int) error {
+	if ns == "" || name == "" || strings.Contains(ns, "/") || strings.Contains(name, "/") {
+		return fmt.Errorf("record decision: invalid lease %q/%q", ns, name)
+	}
+	if keep <= 0 {
+		keep = DefaultDecisionHistory
+	}
+	key := decisionKey(ns, name)
+	for range maxDecisionRetries {
+		var h decisionHistory
+		kv, err := e.store.Get(ctx, key)
+		found := err == nil
+		switch {
+		case found:
+			if err := json.Unmarshal(kv.Value, &h); err != nil {
+				// A corrupt history is not worth failing elections for:
+				// start a new one.
+				e.log.WarnContext(ctx, "Discarding undecodable decision history", "key", key, "err", err)
+				h = decisionHistory{}
+			}
+		case !errors.Is(err, storage.ErrNotFound):
+			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
+		}
+		h.Records = append(h.Records, rec)
+		if n := len(h.Records); n > keep {
+			h.Records = append([]DecisionRecord(nil), h.Records[n-keep:]...)
+		}
+		val, err := json.Marshal(&h)
+		if err != nil {
+			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
+		}
+		if found {
+			_, err = e.store.Update(ctx, key, val, kv.ModRevision)
+		} else {
+			_, err = e.store.Create(ctx, key, val)
+		}
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrKeyExists) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("record decision for %s/%s: %w", ns, name, storage.ErrConflict)
+}
+
+// Decisions returns the decision history of Lease ns/name, oldest first;
+// an empty slice (and no error) when there is none.
+func (e *Engine) Decisions(ctx context.Context, ns, name string) ([]DecisionRecord, error) {
+	kv, err := e.store.Get(ctx, decisionKey(ns, name))
+	if errors.Is(err, storage.ErrNotFound) {
+		return []DecisionRecord{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decisions for %s/%s: %w", ns, name, err)
+	}
+	var h decisionHistory
+	if err := json.Unmarshal(kv.Value, &h); err != nil {
+		return nil, fmt.Errorf("decisions for %s/%s: %w", ns, name, err)
+	}
+	if h.Records == nil {
+		h.Records = []DecisionRecord{}
+	}
+	return h.Records, nil
+}
+
+// DeleteDecisions removes the decision history of Lease ns/name; a
+// missing history is not an error.
+func (e *Engine) DeleteDecisions(ctx context.Context, ns, name string) error {
+	_, _, err := e.store.Delete(ctx, decisionKey(ns, name), 0)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("delete decisions for %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// DecisionLeases lists the Leases that have a decision history, sorted by
+// namespace and name, so that stale histories can be collected.
+func (e *Engine) DecisionLeases(ctx context.Context) ([]types.NamespacedName, error) {
+	res, err := e.store.List(ctx, DecisionKeyPrefix, storage.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list decision histories: %w", err)
+	}
+	out := make([]types.NamespacedName, 0, len(res.KVs))
+	for _, kv := range res.KVs {
+		ns, name, ok := strings.Cut(strings.TrimPrefix(kv.Key, DecisionKeyPrefix), "/")
+		if ok {
+			out = append(out, types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,354 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+var errMissingResources = errors.New("election: engine does not serve leases v1 and leasecandidates v1beta1")
+
+// rvOf parses a resourceVersion (a storage revision); 0 if unparsable.
+func rvOf(o metav1.Object) int64 {
+	n, _ := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// informer is a list+watch loop over one resource in all namespaces, like
+// client-go's reflector: relist on 410 Expired or an ERROR event, resume
+// the watch from the last resourceVersion when it merely times out.
+type informer struct {
+	c       *Controller
+	what    string
+	list    func(ctx context.Context) (items []runtime.Object, rv string, err error)
+	replace func(items []runtime.Object)
+	apply   func(typ watch.EventType, obj runtime.Object)
+	synced  func()
+	watch   func(ctx context.Context, rv string) (watch.Interface, error)
+}
+
+func (inf *informer) run(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	sleep := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+			return true
+		}
+	}
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			items, lrv, err := inf.list(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					inf.c.log.Warn("Election controller list failed", "resource", inf.what, "err", err)
+				}
+				if !sleep() {
+					return
+				}
+				continue
+			}
+			inf.replace(items)
+			inf.synced()
+			rv = lrv
+		}
+		w, err := inf.watch(ctx, rv)
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = ""
+			} else if ctx.Err() == nil {
+				inf.c.log.Warn("Election controller watch failed", "resource", inf.what, "err", err)
+			}
+			if !sleep() {
+				return
+			}
+			continue
+		}
+		rv = inf.consume(w, rv)
+		w.Stop()
+		if rv == "" && !sleep() {
+			return
+		}
+	}
+}
+
+// consume applies events until the watch ends; it returns the
+// resourceVersion to resume from, or "" to relist.
+func (inf *informer) consume(w watch.Interface, rv string) string {
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			if st, ok := ev.Object.(*metav1.Status); ok && st.Code != 410 {
+				inf.c.log.Warn("Election controller watch error", "resource", inf.what, "message", st.Message)
+			}
+			return ""
+		case watch.Bookmark:
+			if m, err := meta.Accessor(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+		case watch.Added, watch.Modified, watch.Deleted:
+			if m, err := meta.Accessor(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+			inf.apply(ev.Type, ev.Object)
+		}
+	}
+	return rv
+}
+
+func (c *Controller) runLeaseInformer(ctx context.Context) {
+	(&informer{
+		c: c, what: "leases",
+		list: func(ctx context.Context) ([]runtime.Object, string, error) {
+			out, err := c.e.List(ctx, c.leaseScope, &metav1.ListOptions{})
+			if err != nil {
+				return nil, "", err
+			}
+			l := out.(*coordinationv1.LeaseList)
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return items, l.ResourceVersion, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return c.e.Watch(ctx, c.leaseScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+		replace: c.replaceLeases,
+		apply: func(typ watch.EventType, obj runtime.Object) {
+			l, ok := obj.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			if typ == watch.Deleted {
+				c.forgetLease(l)
+				return
+			}
+			c.observeLease(l)
+		},
+		synced: func() { c.leasesSynced.Store(true); c.signal() },
+	}).run(ctx)
+}
+
+func (c *Controller) runCandidateInformer(ctx context.Context) {
+	(&informer{
+		c: c, what: "leasecandidates",
+		list: func(ctx context.Context) ([]runtime.Object, string, error) {
+			out, err := c.e.List(ctx, c.candScope, &metav1.ListOptions{})
+			if err != nil {
+				return nil, "", err
+			}
+			l := out.(*coordinationv1beta1.LeaseCandidateList)
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return items, l.ResourceVersion, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return c.e.Watch(ctx, c.candScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+		replace: c.replaceCandidates,
+		apply: func(typ watch.EventType, obj runtime.Object) {
+			lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+			if !ok {
+				return
+			}
+			if typ == watch.Deleted {
+				c.forgetCandidate(lc)
+				return
+			}
+			c.observeCandidate(lc, true)
+		},
+		synced: func() { c.candsSynced.Store(true); c.signal() },
+	}).run(ctx)
+}
+
+// leaseRecordChanged reports a change of what a holder renews.
+func leaseRecordChanged(a, b *coordinationv1.Lease) bool {
+	sa, sb := &a.Spec, &b.Spec
+	return derefStr(sa.HolderIdentity) != derefStr(sb.HolderIdentity) ||
+		!microEqual(sa.RenewTime, sb.RenewTime) ||
+		derefI32(sa.LeaseDurationSeconds) != derefI32(sb.LeaseDurationSeconds) ||
+		!microEqual(sa.AcquireTime, sb.AcquireTime)
+}
+
+// observeLease records a lease seen in an event, a list or a write result;
+// stale objects (older resourceVersion than cached) are ignored.
+func (c *Controller) observeLease(l *coordinationv1.Lease) {
+	k := leaseKey{l.Namespace, l.Name}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.deleted, k)
+	old := c.leases[k]
+	switch {
+	case old == nil:
+		c.leases[k] = &leaseEntry{obj: l, renewSeen: now}
+	case rvOf(l) <= rvOf(old.obj):
+		return
+	case leaseRecordChanged(old.obj, l):
+		c.leases[k] = &leaseEntry{obj: l, renewSeen: now}
+	default:
+		old.obj = l
+	}
+	c.enqueueLocked(k)
+	c.signalLocked()
+}
+
+func (c *Controller) forgetLease(l *coordinationv1.Lease) {
+	k := leaseKey{l.Namespace, l.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.leases[k]; old != nil && rvOf(old.obj) > rvOf(l) {
+		return
+	}
+	delete(c.leases, k)
+	c.deleted[k] = true
+	c.enqueueLocked(k)
+	c.signalLocked()
+}
+
+func (c *Controller) replaceLeases(items []runtime.Object) {
+	seen := map[leaseKey]bool{}
+	for _, o := range items {
+		l := o.(*coordinationv1.Lease)
+		seen[leaseKey{l.Namespace, l.Name}] = true
+		c.observeLease(l)
+	}
+	c.mu.Lock()
+	for k := range c.leases {
+		if !seen[k] {
+			delete(c.leases, k)
+			c.deleted[k] = true
+			c.enqueueLocked(k)
+		}
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// signalLocked wakes the worker; it never blocks, so holding c.mu is fine.
+func (c *Controller) signalLocked() { c.signal() }
+
+// observeCandidate records a candidate. live means the object came from a
+// watch event or a write result (a renewal seen now is proof of life);
+// a listed object only tells when it claims to have renewed.
+func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, live bool) {
+	k := leaseKey{lc.Namespace, lc.Spec.LeaseName}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byName := c.cands[k]
+	if byName == nil {
+		byName = map[string]*candEntry{}
+		c.cands[k] = byName
+	}
+	old := byName[lc.Name]
+	if old != nil && old.obj.UID != lc.UID {
+		old = nil // deleted and recreated under the same name
+	}
+	if old != nil && rvOf(lc) <= rvOf(old.obj) {
+		return
+	}
+	e := &candEntry{obj: lc}
+	if old != nil {
+		e.renewAt, e.ackAt, e.pingAt = old.renewAt, old.ackAt, old.pingAt
+	}
+	renewed := old == nil || !microEqual(old.obj.Spec.RenewTime, lc.Spec.RenewTime)
+	relevant := renewed || old.obj.Spec.BinaryVersion != lc.Spec.BinaryVersion ||
+		old.obj.Spec.EmulationVersion != lc.Spec.EmulationVersion || old.obj.Spec.Strategy != lc.Spec.Strategy
+	if renewed {
+		switch {
+		case lc.Spec.RenewTime == nil:
+			e.renewAt, e.ackAt = time.Time{}, time.Time{}
+		case live:
+			e.renewAt, e.ackAt = now, now
+		default:
+			e.renewAt = lc.Spec.RenewTime.Time
+			if e.renewAt.After(now) {
+				e.renewAt = now
+			}
+		}
+	}
+	byName[lc.Name] = e
+	// A change of pingTime alone is our own ping: it must not trigger
+	// another decision (upstream filters it the same way).
+	if relevant {
+		c.enqueueLocked(k)
+		c.signalLocked()
+	}
+}
+
+func (c *Controller) forgetCandidate(lc *coordinationv1beta1.LeaseCandidate) {
+	k := leaseKey{lc.Namespace, lc.Spec.LeaseName}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byName := c.cands[k]
+	if old := byName[lc.Name]; old != nil && old.obj.UID == lc.UID && rvOf(old.obj) > rvOf(lc) {
+		return
+	}
+	delete(byName, lc.Name)
+	if len(byName) == 0 {
+		delete(c.cands, k)
+	}
+	c.enqueueLocked(k)
+	c.signalLocked()
+}
+
+func (c *Controller) replaceCandidates(items []runtime.Object) {
+	type id struct{ ns, name string }
+	seen := map[id]bool{}
+	for _, o := range items {
+		lc := o.(*coordinationv1beta1.LeaseCandidate)
+		seen[id{lc.Namespace, lc.Name}] = true
+		c.observeCandidate(lc, false)
+	}
+	c.mu.Lock()
+	for k, byName := range c.cands {
+		for name := range byName {
+			if !seen[id{k.ns, name}] {
+				delete(byName, name)
+				c.enqueueLocked(k)
+			}
+		}
+		if len(byName) == 0 {
+			delete(c.cands, k)
+		}
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func derefStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func derefI32(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func microEqual(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Time.Equal(b.Time)
+}

@@ -1,0 +1,238 @@
+package election
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/engine"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+)
+
+// leaseKey names a Lease (and so the candidates that target it).
+type leaseKey struct{ ns, name string }
+
+func (k leaseKey) String() string { return k.ns + "/" + k.name }
+
+// leaseEntry is a cached Lease with the server's observation time.
+type leaseEntry struct {
+	obj *coordinationv1.Lease
+	// renewSeen is when the controller saw the holder, renewTime or
+	// leaseDurationSeconds change (or first saw the lease): expiry is
+	// renewSeen+duration on the server's clock, never the holder's
+	// renewTime against our clock (upstream edge case 6.2.5).
+	renewSeen time.Time
+}
+
+// candEntry is a cached LeaseCandidate with liveness bookkeeping, all on
+// the controller's clock.
+type candEntry struct {
+	obj *coordinationv1beta1.LeaseCandidate
+	// renewAt estimates the last renewal, for validity: the observation
+	// time of a renewal seen live, or min(spec.renewTime, first sight)
+	// for one found by a list. Zero when renewTime is unset.
+	renewAt time.Time
+	// ackAt is when a renewal (or creation) was observed live; zero if the
+	// candidate was only ever listed. Only this counts as proof of life.
+	ackAt time.Time
+	// pingAt is when the controller last wrote its pingTime.
+	pingAt time.Time
+}
+
+// Controller is the coordinated leader election controller. It keeps
+// caches of all Leases and LeaseCandidates through engine watches, and
+// elects through the engine, so every write is validated, versioned and
+// seen by watchers exactly like a client's.
+type Controller struct {
+	opts Options
+	e    *engine.Engine
+	log  *slog.Logger
+	now  func() time.Time
+
+	leaseScope, candScope engine.Scope
+
+	mu      sync.Mutex
+	leases  map[leaseKey]*leaseEntry
+	cands   map[leaseKey]map[string]*candEntry
+	memos   map[leaseKey]*memo
+	deleted map[leaseKey]bool // leases seen deleted, for history cleanup
+
+	// queue state, guarded by mu.
+	dirty map[leaseKey]struct{}
+	due   map[leaseKey]time.Time
+	wake  chan struct{}
+
+	leasesSynced, candsSynced atomic.Bool
+	stats                     counters
+}
+
+// New builds a controller; Run starts it.
+func New(opts Options) (*Controller, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		opts:    opts,
+		e:       opts.Engine,
+		log:     opts.Logger.With("component", "election"),
+		now:     opts.Now,
+		leases:  map[leaseKey]*leaseEntry{},
+		cands:   map[leaseKey]map[string]*candEntry{},
+		memos:   map[leaseKey]*memo{},
+		deleted: map[leaseKey]bool{},
+		dirty:   map[leaseKey]struct{}{},
+		due:     map[leaseKey]time.Time{},
+		wake:    make(chan struct{}, 1),
+	}
+	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
+	cr, ok2 := c.e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
+	if !ok1 || !ok2 {
+		return nil, errMissingResources
+	}
+	c.leaseScope = engine.Scope{Resource: lr, Version: "v1", UserAgent: opts.UserAgent}
+	c.candScope = engine.Scope{Resource: cr, Version: "v1beta1", UserAgent: opts.UserAgent}
+	return c, nil
+}
+
+// Run keeps the caches, elects and collects stale candidates until ctx
+// ends; it returns nil then.
+func (c *Controller) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.runLeaseInformer(ctx) })
+	wg.Go(func() { c.runCandidateInformer(ctx) })
+	wg.Go(func() { c.runGC(ctx) })
+	c.runWorker(ctx)
+	wg.Wait()
+	return nil
+}
+
+// Synced reports that both caches hold a complete initial list, so that
+// decisions see every candidate (for readiness).
+func (c *Controller) Synced() bool { return c.leasesSynced.Load() && c.candsSynced.Load() }
+
+// Resync re-evaluates every known lease now, e.g. after strategy modules
+// were reloaded.
+func (c *Controller) Resync() {
+	c.mu.Lock()
+	for k := range c.leases {
+		c.dirty[k] = struct{}{}
+	}
+	for k := range c.cands {
+		c.dirty[k] = struct{}{}
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// enqueueLocked marks a lease for reconciliation; c.mu is held.
+func (c *Controller) enqueueLocked(k leaseKey) {
+	c.dirty[k] = struct{}{}
+}
+
+func (c *Controller) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runWorker is the single worker: it reconciles dirty leases and leases
+// whose deadline (expiry, ping window, validity) has come, then sleeps
+// until the next deadline or event. One worker, as upstream, so that two
+// decisions on one lease never race.
+func (c *Controller) runWorker(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	resync := time.NewTicker(c.opts.ResyncPeriod)
+	defer resync.Stop()
+	for {
+		if !c.Synced() {
+			// Deciding on half a cache could grant to a worse candidate;
+			// wait for both initial lists.
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.wake:
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		keys := c.takeDue()
+		for _, k := range keys {
+			if ctx.Err() != nil {
+				return
+			}
+			next := c.reconcile(ctx, k)
+			c.mu.Lock()
+			if next.IsZero() {
+				delete(c.due, k)
+			} else {
+				c.due[k] = next
+			}
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		pending := len(c.dirty) > 0
+		var earliest time.Time
+		for _, t := range c.due {
+			if earliest.IsZero() || t.Before(earliest) {
+				earliest = t
+			}
+		}
+		c.mu.Unlock()
+		if pending {
+			continue
+		}
+		wait := time.Hour
+		if !earliest.IsZero() {
+			wait = max(earliest.Sub(c.now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-timer.C:
+		case <-resync.C:
+			c.Resync()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// takeDue returns, sorted, the dirty leases and those whose deadline has
+// passed, and clears their marks.
+func (c *Controller) takeDue() []leaseKey {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]leaseKey, 0, len(c.dirty))
+	for k := range c.dirty {
+		keys = append(keys, k)
+		delete(c.dirty, k)
+		delete(c.due, k)
+	}
+	for k, t := range c.due {
+		if !t.After(now) {
+			keys = append(keys, k)
+			delete(c.due, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].ns != keys[j].ns {
+			return keys[i].ns < keys[j].ns
+		}
+		return keys[i].name < keys[j].name
+	})
+	return keys
+}

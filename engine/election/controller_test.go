@@ -1,0 +1,500 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/plugins/abi"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestGrantOldestAckedCandidate(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	a := env.join("new", "kcm", "1.31.0", "1.31.0")
+	b := env.join("old-emulation", "kcm", "1.30.0", "1.31.0")
+	c := env.join("oldest", "kcm", "1.30.0", "1.30.0")
+	env.run()
+	env.eventually(3*time.Second, "lease granted", func() bool { return env.holder("kcm") == "oldest" })
+
+	// Listed candidates carry no proof of life: each was pinged and acked.
+	for _, m := range []*member{a, b, c} {
+		if m.pings() == 0 {
+			t.Errorf("candidate %s was not pinged", m.name)
+		}
+	}
+	l := env.lease("kcm")
+	s := l.Spec
+	if derefI32(s.LeaseDurationSeconds) != 1 || s.RenewTime == nil || s.AcquireTime == nil ||
+		derefI32(s.LeaseTransitions) != 0 || s.Strategy == nil || *s.Strategy != OldestEmulationVersion || s.PreferredHolder != nil {
+		t.Fatalf("granted lease spec = %+v", s)
+	}
+	if got := l.Annotations[AnnotationStrategy]; got != OldestEmulationVersion {
+		t.Errorf("%s = %q", AnnotationStrategy, got)
+	}
+	if got := l.Annotations[AnnotationModule]; !strings.HasPrefix(got, "OldestEmulationVersion@native") {
+		t.Errorf("%s = %q", AnnotationModule, got)
+	}
+	if got := l.Annotations[AnnotationReason]; !strings.Contains(got, "oldest") {
+		t.Errorf("%s = %q", AnnotationReason, got)
+	}
+	if _, ok := l.Annotations[AnnotationFallbackFrom]; ok {
+		t.Errorf("unexpected %s", AnnotationFallbackFrom)
+	}
+	managers := map[string]bool{}
+	for _, mf := range l.ManagedFields {
+		managers[mf.Manager] = true
+	}
+	if !managers[DefaultUserAgent] {
+		t.Errorf("managedFields managers = %v, want %s", managers, DefaultUserAgent)
+	}
+	recs := env.decisions("kcm")
+	last := recs[len(recs)-1]
+	if last.Action != "grant" || last.Chosen != "oldest" || last.Outcome != "ok" || len(last.Candidates) != 3 ||
+		last.Trigger != string(abi.ReasonLeaseMissing) || last.Module.Name != OldestEmulationVersion ||
+		strings.Join(last.Ranking, ",") != "oldest,old-emulation,new" {
+		t.Fatalf("last decision = %+v", last)
+	}
+	for _, dc := range last.Candidates {
+		// The best granted at once once it answered; the others may still
+		// have had their ping outstanding.
+		if dc.Name == "oldest" && !dc.Acked || dc.State != "acked" && dc.State != "pending" {
+			t.Errorf("candidate %s in state %s in the record", dc.Name, dc.State)
+		}
+	}
+	if st := env.c.Stats(); st.Grants == 0 || st.Pings < 3 || st.Decisions == 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestPingWithoutAckIsNotGranted(t *testing.T) {
+	opts := fastOptions()
+	env := newEnv(t, opts)
+	silent := env.join("silent", "sched", "1.29.0", "1.29.0") // best, never acks
+	silent.ack.Store(false)
+	env.join("live", "sched", "1.30.0", "1.30.0")
+	env.run()
+	start := time.Now()
+	env.eventually(3*time.Second, "lease granted to the live candidate", func() bool { return env.holder("sched") == "live" })
+	if d := time.Since(start); d < opts.GrantAckWait/2 {
+		t.Errorf("granted after %v, before the better candidate had GrantAckWait (%v) to answer", d, opts.GrantAckWait)
+	}
+	o, err := env.e.Get(context.Background(), env.cands, "silent", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPing := o.(metav1.Object).GetResourceVersion()
+	// "live" does not renew the lease, so it expires every second and is
+	// re-granted; the silent candidate is not re-pinged each round.
+	time.Sleep(1500 * time.Millisecond)
+	o, _ = env.e.Get(context.Background(), env.cands, "silent", &metav1.GetOptions{})
+	if rv := o.(metav1.Object).GetResourceVersion(); rv != firstPing {
+		t.Errorf("unresponsive candidate re-pinged within UnresponsiveRetry (rv %s -> %s)", firstPing, rv)
+	}
+	if env.holder("sched") != "live" {
+		t.Errorf("holder = %q", env.holder("sched"))
+	}
+	recs := env.decisions("sched")
+	var states []string
+	for _, dc := range recs[0].Candidates {
+		states = append(states, dc.Name+"="+dc.State)
+	}
+	if got := strings.Join(states, ","); got != "live=acked,silent=pending" && got != "live=acked,silent=unresponsive" {
+		t.Errorf("first decision candidate states = %s", got)
+	}
+}
+
+func TestPreemptionAndHandover(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	b := env.join("b", "kcm", "1.31.0", "1.31.0")
+	b.elect.Store(true)
+	env.run()
+	env.eventually(3*time.Second, "b leads", b.leading.Load)
+	first := env.lease("kcm")
+
+	a := env.join("a", "kcm", "1.30.0", "1.31.0")
+	a.elect.Store(true)
+	env.eventually(5*time.Second, "a leads after b stepped down", a.leading.Load)
+	l := env.lease("kcm")
+	if derefStr(l.Spec.HolderIdentity) != "a" || l.Spec.PreferredHolder != nil {
+		t.Fatalf("lease after hand-over: %+v", l.Spec)
+	}
+	if got := derefI32(l.Spec.LeaseTransitions); got != 1 {
+		t.Errorf("leaseTransitions = %d, want 1", got)
+	}
+	if !l.Spec.AcquireTime.After(first.Spec.AcquireTime.Time) {
+		t.Errorf("acquireTime not advanced: %v -> %v", first.Spec.AcquireTime, l.Spec.AcquireTime)
+	}
+	recs := env.decisions("kcm")
+	if countAction(recs, "prefer") != 1 || countAction(recs, "grant") != 2 {
+		t.Fatalf("decisions = %+v", recs)
+	}
+	if st := env.c.Stats(); st.Preemptions != 1 {
+		t.Errorf("preemptions = %d", st.Preemptions)
+	}
+	if b.leading.Load() {
+		t.Error("b still leading")
+	}
+}
+
+func TestExpiredLeaseRegrantedToSameHolder(t *testing.T) {
+	opts := fastOptions()
+	opts.HistoryLimit = 2
+	env := newEnv(t, opts)
+	env.join("a", "kcm", "1.30.0", "1.30.0") // acks, never renews the lease
+	env.join("b", "kcm", "1.31.0", "1.31.0")
+	env.run()
+	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
+	first := env.lease("kcm")
+	env.eventually(4*time.Second, "re-granted twice", func() bool { return env.c.Stats().Grants >= 3 })
+	l := env.lease("kcm")
+	if derefStr(l.Spec.HolderIdentity) != "a" || !l.Spec.RenewTime.After(first.Spec.RenewTime.Time) {
+		t.Fatalf("lease not re-granted to a: %+v", l.Spec)
+	}
+	if !l.Spec.AcquireTime.Equal(first.Spec.AcquireTime) || derefI32(l.Spec.LeaseTransitions) != 0 {
+		t.Errorf("re-grant to the same holder changed acquireTime/transitions: %+v", l.Spec)
+	}
+	recs := env.decisions("kcm")
+	if len(recs) > 2 {
+		t.Errorf("history has %d records, limit 2", len(recs))
+	}
+	last := recs[len(recs)-1]
+	if last.Action != "grant" || last.Holder != "a" || last.Chosen != "a" || last.Trigger != string(abi.ReasonLeaseExpired) {
+		t.Errorf("last decision = %+v", last)
+	}
+}
+
+func TestStalePreferredHolderCleared(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	b := env.join("b", "kcm", "1.31.0", "1.31.0")
+	b.elect.Store(true)
+	b.noRelease.Store(true)
+	env.run()
+	env.eventually(3*time.Second, "b leads", b.leading.Load)
+	a := env.join("a", "kcm", "1.30.0", "1.30.0")
+	env.eventually(3*time.Second, "preferredHolder a", func() bool { return env.preferred("kcm") == "a" })
+	a.stop()
+	if _, _, err := env.e.Delete(context.Background(), env.cands, "a", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.eventually(2*time.Second, "preferredHolder cleared", func() bool { return env.preferred("kcm") == "" })
+	renews := b.renewedOnce.Load()
+	env.eventually(2*time.Second, "b renews again", func() bool { return b.renewedOnce.Load() > renews })
+	if h := env.holder("kcm"); h != "b" {
+		t.Fatalf("holder = %q, want b to keep leading", h)
+	}
+	if st := env.c.Stats(); st.PreferredCleared == 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestNilHolderIsGranted(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	st := coordinationv1.CoordinatedLeaseStrategy(OldestEmulationVersion)
+	pre := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm"}, Spec: coordinationv1.LeaseSpec{Strategy: &st}}
+	if _, err := env.e.Create(context.Background(), env.leases, pre, &metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.join("a", "kcm", "1.30.0", "1.30.0")
+	env.run()
+	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
+	l := env.lease("kcm")
+	if derefI32(l.Spec.LeaseTransitions) != 1 || l.Spec.AcquireTime == nil {
+		t.Errorf("spec = %+v", l.Spec)
+	}
+	if recs := env.decisions("kcm"); recs[len(recs)-1].Trigger != string(abi.ReasonNoHolder) {
+		t.Errorf("trigger = %q", recs[len(recs)-1].Trigger)
+	}
+}
+
+func TestStrategyConflict(t *testing.T) {
+	opts := fastOptions()
+	opts.Registry = NewStaticRegistry(NativeOldest, renamed("example.com/x", NativeOldest))
+	env := newEnv(t, opts)
+	a := env.joinWith("a", "kcm", "1.30.0", "1.31.0", OldestEmulationVersion)
+	env.joinWith("b", "kcm", "1.30.0", "1.31.0", "example.com/x")
+	env.run()
+	time.Sleep(500 * time.Millisecond)
+	a.renewCandidate(context.Background()) // more events: still one incident
+	time.Sleep(300 * time.Millisecond)
+	if l := env.lease("kcm"); l != nil {
+		t.Fatalf("lease created despite the conflict: %+v", l.Spec)
+	}
+	recs := env.decisions("kcm")
+	if countAction(recs, "conflict") != 1 || env.c.Stats().Conflicts != 1 {
+		t.Fatalf("conflict recorded %d times, stats %+v", countAction(recs, "conflict"), env.c.Stats())
+	}
+	if !strings.Contains(recs[0].Reason, "OldestEmulationVersion (a); example.com/x (b)") {
+		t.Errorf("reason = %q", recs[0].Reason)
+	}
+	// A newer binary decides the strategy: the conflict is over.
+	env.joinWith("c", "kcm", "1.31.0", "1.32.0", OldestEmulationVersion)
+	env.eventually(3*time.Second, "granted after the conflict", func() bool { return env.holder("kcm") == "a" })
+}
+
+func TestUnknownStrategyAbstainsUntilLoaded(t *testing.T) {
+	opts := fastOptions()
+	reg := NewStaticRegistry(NativeOldest)
+	opts.Registry = reg
+	env := newEnv(t, opts)
+	env.joinWith("a", "sched", "1.30.0", "1.30.0", "example.com/newest")
+	env.joinWith("b", "sched", "1.31.0", "1.31.0", "example.com/newest")
+	env.run()
+	time.Sleep(500 * time.Millisecond)
+	if l := env.lease("sched"); l != nil {
+		t.Fatalf("lease created for an unknown strategy: %+v", l.Spec)
+	}
+	if recs := env.decisions("sched"); countAction(recs, "abstain") != 1 {
+		t.Fatalf("decisions = %+v", recs)
+	}
+	// Hot reload: the module appears; a resync elects with it.
+	reg.Set("example.com/newest", newest{})
+	env.c.Resync()
+	env.eventually(3*time.Second, "granted by the new module", func() bool { return env.holder("sched") == "b" })
+	l := env.lease("sched")
+	if l.Annotations[AnnotationStrategy] != "example.com/newest" || string(*l.Spec.Strategy) != "example.com/newest" {
+		t.Errorf("lease = %+v %v", l.Spec, l.Annotations)
+	}
+}
+
+func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
+	for _, mode := range []string{"error", "unknown-name", "panic", "bad-action", "timeout"} {
+		t.Run(mode, func(t *testing.T) {
+			opts := fastOptions()
+			opts.DecideTimeout = 50 * time.Millisecond
+			opts.Registry = NewStaticRegistry(NativeOldest, broken{mode: mode})
+			env := newEnv(t, opts)
+			b := env.joinWith("b", "kcm", "1.31.0", "1.31.0", "example.com/broken")
+			b.elect.Store(true)
+			env.run()
+			env.eventually(3*time.Second, "b leads by fallback", b.leading.Load)
+			l := env.lease("kcm")
+			if l.Annotations[AnnotationFallbackFrom] != "example.com/broken" || l.Annotations[AnnotationStrategy] != OldestEmulationVersion ||
+				string(*l.Spec.Strategy) != "example.com/broken" {
+				t.Fatalf("lease = %+v %v", l.Spec, l.Annotations)
+			}
+			// A better candidate: the fallback must not preempt b.
+			env.joinWith("a", "kcm", "1.30.0", "1.30.0", "example.com/broken")
+			time.Sleep(700 * time.Millisecond)
+			if p, h := env.preferred("kcm"), env.holder("kcm"); p != "" || h != "b" || !b.leading.Load() {
+				t.Fatalf("preferredHolder %q, holder %q after fallback", p, h)
+			}
+			st := env.c.Stats()
+			if st.Fallbacks == 0 || st.StrategyErrors == 0 || st.Preemptions != 0 {
+				t.Errorf("stats = %+v", st)
+			}
+			if n := countAction(env.decisions("kcm"), "strategy-error"); n != 1 {
+				t.Errorf("strategy-error recorded %d times, want once per incident", n)
+			}
+		})
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	opts := fastOptions()
+	opts.CandidateValidity = 400 * time.Millisecond
+	env := newEnv(t, opts)
+	stale := env.join("stale", "kcm", "1.30.0", "1.30.0")
+	fresh := env.join("fresh", "kcm", "1.31.0", "1.31.0")
+	env.run()
+	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") != "" })
+	stale.stop()
+	if err := env.e.RecordDecision(context.Background(), testNS, "ghost", DecisionRecordForTest("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(700 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		fresh.renewCandidate(context.Background())
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := env.c.CollectGarbage(context.Background()); n != 1 {
+		t.Fatalf("collected %d candidates, want 1", n)
+	}
+	if _, err := env.e.Get(context.Background(), env.cands, "stale", &metav1.GetOptions{}); err == nil {
+		t.Error("stale candidate survived")
+	}
+	if _, err := env.e.Get(context.Background(), env.cands, "fresh", &metav1.GetOptions{}); err != nil {
+		t.Errorf("fresh candidate: %v", err)
+	}
+	if recs := env.decisions("ghost"); len(recs) != 0 {
+		t.Errorf("orphan history kept: %+v", recs)
+	}
+	if recs := env.decisions("kcm"); len(recs) == 0 {
+		t.Error("live lease history collected")
+	}
+	// Deleting the lease and its candidates deletes its history.
+	fresh.stop()
+	if _, _, err := env.e.Delete(context.Background(), env.cands, "fresh", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := env.e.Delete(context.Background(), env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.eventually(2*time.Second, "history deleted with the lease", func() bool { return len(env.decisions("kcm")) == 0 })
+}
+
+// TestInjectedClockCandidateValidity runs with the default 30 min
+// candidate validity on an injected clock: after a jump of 31 min the
+// candidates no longer count and the GC deletes them.
+func TestInjectedClockCandidateValidity(t *testing.T) {
+	clock := &offsetClock{}
+	opts := fastOptions()
+	opts.Now = clock.Now
+	env := newEnv(t, opts)
+	env.join("a", "kcm", "1.30.0", "1.30.0")
+	env.join("b", "kcm", "1.31.0", "1.31.0")
+	env.run()
+	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
+	if n := env.c.CollectGarbage(context.Background()); n != 0 {
+		t.Fatalf("collected %d fresh candidates", n)
+	}
+	clock.jump(31 * time.Minute)
+	env.c.Resync()
+	grants := env.c.Stats().Grants
+	time.Sleep(200 * time.Millisecond)
+	if g := env.c.Stats().Grants; g != grants {
+		t.Errorf("granted to expired candidates (%d -> %d grants)", grants, g)
+	}
+	if n := env.c.CollectGarbage(context.Background()); n != 2 {
+		t.Fatalf("collected %d candidates after 31 min, want 2", n)
+	}
+}
+
+// TestFailoverTime kills the holder of a lease renewed with 4 s leases
+// (the kube-apiserver measurement: ~9.5 s) with the default timings.
+func TestFailoverTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~6 s")
+	}
+	env := newEnv(t, Options{})
+	var ms []*member
+	for _, v := range []struct{ name, emu string }{{"a", "1.30.0"}, {"b", "1.31.0"}, {"c", "1.32.0"}} {
+		m := env.join(v.name, "kcm", v.emu, "1.32.0")
+		m.leaseDur = 4
+		m.elect.Store(true)
+		ms = append(ms, m)
+	}
+	env.run()
+	env.eventually(8*time.Second, "a leads", ms[0].leading.Load)
+	time.Sleep(300 * time.Millisecond)
+	ms[0].stop()
+	killed := time.Now()
+	env.eventually(9500*time.Millisecond, "b leads", ms[1].leading.Load)
+	d := time.Since(killed)
+	t.Logf("failover with 4 s leases: %v from kill to the new leader's first renewal", d.Round(time.Millisecond))
+	if d > 6500*time.Millisecond {
+		t.Errorf("failover took %v, want well under kube-apiserver's ~9.5 s", d)
+	}
+}
+
+func TestDecisionHistoryBounded(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	ctx := context.Background()
+	for i := 1; i <= 8; i++ {
+		r := DecisionRecordForTest("grant")
+		r.Seq = int64(i)
+		if err := env.e.RecordDecision(ctx, testNS, "l", r, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := env.decisions("l")
+	if len(recs) != 5 || recs[0].Seq != 4 || recs[4].Seq != 8 {
+		t.Fatalf("history = %+v", recs)
+	}
+	if err := env.e.RecordDecision(ctx, testNS, "bad/name", DecisionRecordForTest("x"), 0); err == nil {
+		t.Error("invalid lease name accepted")
+	}
+	keys, err := env.e.DecisionLeases(ctx)
+	if err != nil || len(keys) != 1 || keys[0].Name != "l" || keys[0].Namespace != testNS {
+		t.Fatalf("DecisionLeases = %v, %v", keys, err)
+	}
+	if err := env.e.DeleteDecisions(ctx, testNS, "l"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.e.DeleteDecisions(ctx, testNS, "l"); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if recs := env.decisions("l"); len(recs) != 0 {
+		t.Fatalf("after delete: %+v", recs)
+	}
+}
+
+func TestResolveStrategyOrderIndependent(t *testing.T) {
+	mk := func(name, bin, strategy string) *candEntry {
+		e := &candEntry{}
+		e.obj = candidateObj(name, bin, strategy)
+		return e
+	}
+	a := mk("a", "1.30.0", OldestEmulationVersion)
+	b := mk("b", "1.30.0", "foo.com/bar")
+	c := mk("c", "1.31.0", OldestEmulationVersion)
+	d := mk("d", "garbage", "foo.com/baz")
+	perms := [][]*candEntry{{a, b, c, d}, {c, a, b, d}, {b, d, c, a}, {d, c, b, a}}
+	for _, p := range perms {
+		if name, conflict := resolveStrategy(p); name != OldestEmulationVersion || conflict != "" {
+			t.Errorf("order %s: got %q %q", names(p), name, conflict)
+		}
+	}
+	var first string
+	for _, p := range [][]*candEntry{{a, b, d}, {b, a, d}, {d, b, a}} {
+		_, conflict := resolveStrategy(p)
+		if conflict == "" || (first != "" && conflict != first) {
+			t.Errorf("order %s: conflict %q, first %q", names(p), conflict, first)
+		}
+		first = conflict
+	}
+}
+
+// Test strategies.
+
+// renamed serves s under another name.
+type renamedStrategy struct {
+	name string
+	Strategy
+}
+
+func renamed(name string, s Strategy) Strategy { return renamedStrategy{name, s} }
+func (r renamedStrategy) Name() string         { return r.name }
+func (r renamedStrategy) Module() ModuleInfo   { return ModuleInfo{Name: r.name, Version: "test"} }
+
+// newest ranks the highest binary version first.
+type newest struct{}
+
+func (newest) Name() string { return "example.com/newest" }
+func (newest) Module() ModuleInfo {
+	return ModuleInfo{Name: "example.com/newest", Version: "1.0.0", SHA256: "abc"}
+}
+func (newest) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error) {
+	d := Oldest(in)
+	for i, j := 0, len(d.Ranking)-1; i < j; i, j = i+1, j-1 {
+		d.Ranking[i], d.Ranking[j] = d.Ranking[j], d.Ranking[i]
+	}
+	d.Action, d.Preempt, d.Reason = abi.ActionPrefer, true, "newest binary first"
+	if len(d.Ranking) > 0 && in.Lease.Exists && !in.Lease.Expired && in.Lease.Holder == d.Ranking[0] {
+		d.Action, d.Preempt = abi.ActionKeep, false
+	}
+	return d, nil
+}
+
+// broken fails in the given way.
+type broken struct{ mode string }
+
+func (broken) Name() string       { return "example.com/broken" }
+func (broken) Module() ModuleInfo { return ModuleInfo{Name: "example.com/broken", Version: "0.0.1"} }
+func (b broken) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error) {
+	switch b.mode {
+	case "error":
+		return nil, errors.New("module trapped")
+	case "unknown-name":
+		return &abi.Decision{Ranking: []string{"intruder"}, Action: abi.ActionPrefer, Preempt: true}, nil
+	case "panic":
+		panic("guest bug")
+	case "bad-action":
+		return &abi.Decision{Ranking: nil, Action: "seize"}, nil
+	}
+	<-ctx.Done()
+	return &abi.Decision{Action: abi.ActionKeep}, nil
+}

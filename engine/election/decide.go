@@ -1,0 +1,136 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/leasehold/leasehold/plugins/abi"
+)
+
+// resolveStrategy applies upstream's pickBestStrategy rule without its
+// order dependence (edge case 6.2.4): the strategy of the candidates with
+// the highest binaryVersion (unparsable counts as 0.0.0) wins; different
+// strategies at that version are a conflict, reported with a stable text.
+func resolveStrategy(cands []*candEntry) (name string, conflict string) {
+	var best abi.Version
+	strategies := map[string][]string{}
+	for i, e := range cands {
+		v := abi.ParseVersion(e.obj.Spec.BinaryVersion)
+		if !v.Valid {
+			v = abi.Version{}
+		}
+		switch c := abi.CompareVersion(v, best); {
+		case i == 0 || c > 0:
+			best = v
+			strategies = map[string][]string{}
+		case c < 0:
+			continue
+		}
+		s := string(e.obj.Spec.Strategy)
+		strategies[s] = append(strategies[s], e.obj.Name)
+	}
+	if len(strategies) == 1 {
+		for s := range strategies {
+			return s, ""
+		}
+	}
+	parts := make([]string, 0, len(strategies))
+	for s, names := range strategies {
+		sort.Strings(names)
+		parts = append(parts, fmt.Sprintf("%s (%s)", s, strings.Join(names, ", ")))
+	}
+	sort.Strings(parts)
+	return "", "candidates at the highest binary version declare different strategies: " + strings.Join(parts, "; ")
+}
+
+// decision is a validated strategy answer and who gave it.
+type decision struct {
+	d        *abi.Decision
+	module   ModuleInfo
+	strategy string // name of the strategy that decided
+	fallback bool
+	// failure is the primary strategy's error when fallback is set.
+	failure error
+}
+
+// decide asks s, then on any failure the configured fallback, then the
+// native OldestEmulationVersion. Every answer is validated against in
+// (known action, only candidate names, each once), so a module can never
+// make the controller grant to a name that is not a live candidate.
+func (c *Controller) decide(ctx context.Context, s Strategy, in *abi.Input) decision {
+	d, err := c.call(ctx, s, in)
+	if err == nil {
+		return decision{d: d, module: s.Module(), strategy: s.Name()}
+	}
+	c.stats.strategyErrors.Add(1)
+	c.stats.fallbacks.Add(1)
+	for _, fb := range []Strategy{c.opts.Fallback, NativeOldest} {
+		if sameStrategy(fb, s) {
+			continue
+		}
+		fin := *in
+		fin.Strategy = fb.Name()
+		fd, ferr := c.call(ctx, fb, &fin)
+		if ferr == nil {
+			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err}
+		}
+		c.stats.strategyErrors.Add(1)
+		err = errors.Join(err, ferr)
+	}
+	// Unreachable unless the native strategy fails: decide nothing.
+	return decision{d: &abi.Decision{Action: abi.ActionKeep, Reason: "every strategy failed"},
+		module: NativeOldest.Module(), strategy: NativeOldest.Name(), fallback: true, failure: err}
+}
+
+// sameStrategy compares by identity for audit, not with ==, which would
+// panic on an implementation whose dynamic type is not comparable.
+func sameStrategy(a, b Strategy) bool {
+	return a.Name() == b.Name() && a.Module() == b.Module()
+}
+
+// call runs one Decide with a deadline, turning panics, errors and invalid
+// answers into errors wrapping ErrStrategyFailed.
+func (c *Controller) call(ctx context.Context, s Strategy, in *abi.Input) (d *abi.Decision, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DecideTimeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("%w: %s panicked: %v", ErrStrategyFailed, s.Name(), r)
+		}
+	}()
+	d, err = s.Decide(ctx, in)
+	switch {
+	case err != nil:
+		if !errors.Is(err, ErrStrategyFailed) {
+			err = fmt.Errorf("%w: %w", ErrStrategyFailed, err)
+		}
+		return nil, err
+	case d == nil:
+		return nil, fmt.Errorf("%w: %s returned no decision", ErrStrategyFailed, s.Name())
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrStrategyFailed, s.Name(), ctx.Err())
+	}
+	if verr := d.Validate(in); verr != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrStrategyFailed, s.Name(), verr)
+	}
+	return d, nil
+}
+
+// moduleString renders a module for the audit annotation:
+// "name@version sha256:hex".
+func moduleString(m ModuleInfo) string {
+	s := m.Name
+	if m.Version != "" {
+		s += "@" + m.Version
+	}
+	if m.SHA256 != "" {
+		s += " sha256:" + strings.TrimPrefix(m.SHA256, "sha256:")
+	}
+	if m.Builtin {
+		s += " (builtin)"
+	}
+	return s
+}

@@ -1,0 +1,339 @@
+package election
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage/boltdb"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+const testNS = "kube-system"
+
+// testEnv is a real engine over a real bbolt file, and a running
+// controller acting through it.
+type testEnv struct {
+	t      *testing.T
+	e      *engine.Engine
+	c      *Controller
+	ctx    context.Context
+	leases engine.Scope
+	cands  engine.Scope
+
+	started bool
+	done    chan struct{}
+}
+
+// fastOptions keep tests short: sub-second ping windows, 1 s grants.
+func fastOptions() Options {
+	return Options{PingWindow: 600 * time.Millisecond, GrantAckWait: 300 * time.Millisecond,
+		GrantDuration: time.Second, UnresponsiveRetry: 3 * time.Second}
+}
+
+func newEnv(t *testing.T, opts Options) *testEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{Logger: log})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	// The engine and the controller share the clock, as in main.
+	e, err := engine.New(engine.Options{Store: st, Logger: log, Now: opts.Now})
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	opts.Engine, opts.Logger = e, log
+	c, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lr, _ := e.ResourceFor(engine.GroupName, "v1", "leases")
+	cr, _ := e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
+	env := &testEnv{t: t, e: e, c: c, ctx: ctx, done: make(chan struct{}),
+		leases: engine.Scope{Resource: lr, Version: "v1", Namespace: testNS, UserAgent: "election-test/v0"},
+		cands:  engine.Scope{Resource: cr, Version: "v1beta1", Namespace: testNS, UserAgent: "election-test/v0"}}
+	t.Cleanup(func() {
+		cancel()
+		if env.started {
+			<-env.done
+		}
+		_ = st.Close()
+	})
+	return env
+}
+
+// run starts the controller and waits for its caches.
+func (env *testEnv) run() {
+	env.t.Helper()
+	env.started = true
+	go func() {
+		defer close(env.done)
+		if err := env.c.Run(env.ctx); err != nil {
+			env.t.Errorf("Run: %v", err)
+		}
+	}()
+	env.eventually(2*time.Second, "controller synced", env.c.Synced)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// eventually polls cond until it holds or d passes.
+func (env *testEnv) eventually(d time.Duration, what string, cond func() bool) {
+	env.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			env.t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (env *testEnv) lease(name string) *coordinationv1.Lease {
+	env.t.Helper()
+	o, err := env.e.Get(context.Background(), env.leases, name, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		env.t.Fatalf("get lease %s: %v", name, err)
+	}
+	return o.(*coordinationv1.Lease)
+}
+
+func (env *testEnv) holder(name string) string {
+	if l := env.lease(name); l != nil {
+		return derefStr(l.Spec.HolderIdentity)
+	}
+	return ""
+}
+
+func (env *testEnv) preferred(name string) string {
+	if l := env.lease(name); l != nil {
+		return derefStr(l.Spec.PreferredHolder)
+	}
+	return ""
+}
+
+func (env *testEnv) decisions(name string) []engine.DecisionRecord {
+	env.t.Helper()
+	recs, err := env.e.Decisions(context.Background(), testNS, name)
+	if err != nil {
+		env.t.Fatalf("decisions: %v", err)
+	}
+	return recs
+}
+
+func countAction(recs []engine.DecisionRecord, action string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// member emulates one client-go process: a LeaseCandidate runner that
+// answers pings (NewCandidate) and, optionally, a coordinated elector
+// that only renews a lease the controller gave it (LeaderElector with
+// Coordinated: true, ReleaseOnCancel: true).
+type member struct {
+	env                     *testEnv
+	name, lease             string
+	emu, bin, strategy      string
+	ack                     atomic.Bool // answers pings
+	elect                   atomic.Bool // renews the lease when holder
+	noRelease               atomic.Bool // keeps the lease when asked to step down
+	leading                 atomic.Bool
+	leaseDur                int32
+	cancel                  context.CancelFunc
+	wg                      sync.WaitGroup
+	mu                      sync.Mutex
+	pinged                  int
+	observedRaw             string
+	observedAt              time.Time
+	ackedPings, renewedOnce atomic.Int32
+}
+
+func (env *testEnv) join(name, lease, emu, bin string) *member {
+	return env.joinWith(name, lease, emu, bin, OldestEmulationVersion)
+}
+
+func (env *testEnv) joinWith(name, lease, emu, bin, strategy string) *member {
+	env.t.Helper()
+	m := &member{env: env, name: name, lease: lease, emu: emu, bin: bin, strategy: strategy, leaseDur: 2}
+	m.ack.Store(true)
+	now := metav1.NewMicroTime(time.Now())
+	lc := &coordinationv1beta1.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: lease, BinaryVersion: bin,
+			EmulationVersion: emu, Strategy: coordinationv1.CoordinatedLeaseStrategy(strategy), RenewTime: &now},
+	}
+	ctx, cancel := context.WithCancel(env.ctx)
+	m.cancel = cancel
+	// Watch first, so that no ping can come before the watch.
+	w, err := env.e.Watch(ctx, env.cands, &metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		env.t.Fatalf("watch candidate: %v", err)
+	}
+	if _, err := env.e.Create(context.Background(), env.cands, lc, &metav1.CreateOptions{}); err != nil {
+		env.t.Fatalf("create candidate %s: %v", name, err)
+	}
+	m.wg.Go(func() { m.answerPings(ctx, w) })
+	m.wg.Go(func() { m.renewLoop(ctx) })
+	env.t.Cleanup(m.stop)
+	return m
+}
+
+// stop kills the member: no more acks, no more renewals, no release.
+func (m *member) stop() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *member) answerPings(ctx context.Context, w watch.Interface) {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		lc, ok := ev.Object.(*coordinationv1beta1.LeaseCandidate)
+		if !ok || ev.Type != watch.Modified || !m.ack.Load() {
+			continue
+		}
+		if lc.Spec.PingTime != nil && lc.Spec.PingTime.After(lc.Spec.RenewTime.Time) {
+			m.mu.Lock()
+			m.pinged++
+			m.mu.Unlock()
+			m.renewCandidate(ctx)
+			m.ackedPings.Add(1)
+		}
+	}
+}
+
+// renewCandidate sets renewTime=now, as client-go's ensureLease.
+func (m *member) renewCandidate(ctx context.Context) {
+	for range 10 {
+		o, err := m.env.e.Get(ctx, m.env.cands, m.name, &metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		lc := o.(*coordinationv1beta1.LeaseCandidate).DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		lc.Spec.RenewTime = &now
+		if _, _, err = m.env.e.Update(ctx, m.env.cands, m.name, lc, &metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
+// renewLoop is tryCoordinatedRenew every 100 ms.
+func (m *member) renewLoop(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.elect.Load() {
+			m.tryRenew(ctx)
+		}
+	}
+}
+
+func (m *member) tryRenew(ctx context.Context) {
+	o, err := m.env.e.Get(ctx, m.env.leases, m.lease, &metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	l := o.(*coordinationv1.Lease).DeepCopy()
+	s := &l.Spec
+	raw := derefStr(s.HolderIdentity) + "|" + derefStr(s.PreferredHolder) + "|" + microString(s.RenewTime) + "|" + microString(s.AcquireTime)
+	now := time.Now()
+	if raw != m.observedRaw {
+		m.observedRaw, m.observedAt = raw, now
+	}
+	expired := m.observedAt.Add(time.Duration(derefI32(s.LeaseDurationSeconds)) * time.Second).Before(now)
+	if expired || derefStr(s.HolderIdentity) != m.name {
+		m.leading.Store(false)
+		return
+	}
+	if derefStr(s.PreferredHolder) != "" {
+		if m.noRelease.Load() {
+			return // end of term: stop renewing, keep trying
+		}
+		// End of term: release, as ReleaseOnCancel does.
+		empty := ""
+		one := int32(1)
+		rt := metav1.NewMicroTime(now)
+		s.HolderIdentity, s.LeaseDurationSeconds, s.RenewTime, s.AcquireTime = &empty, &one, &rt, &rt
+		s.Strategy, s.PreferredHolder = nil, nil
+		if _, _, err := m.env.e.Update(ctx, m.env.leases, m.lease, l, &metav1.UpdateOptions{}); err == nil {
+			m.leading.Store(false)
+		}
+		return
+	}
+	rt := metav1.NewMicroTime(now)
+	s.RenewTime, s.LeaseDurationSeconds = &rt, &m.leaseDur
+	if _, _, err := m.env.e.Update(ctx, m.env.leases, m.lease, l, &metav1.UpdateOptions{}); err == nil {
+		m.leading.Store(true)
+		m.renewedOnce.Add(1)
+	}
+}
+
+func microString(t *metav1.MicroTime) string {
+	if t == nil {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+func (m *member) pings() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pinged
+}
+
+// DecisionRecordForTest is a minimal record.
+func DecisionRecordForTest(action string) engine.DecisionRecord {
+	return engine.DecisionRecord{Time: time.Now().UTC(), Action: action, Strategy: OldestEmulationVersion}
+}
+
+func candidateObj(name, bin, strategy string) *coordinationv1beta1.LeaseCandidate {
+	return &coordinationv1beta1.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: "l", BinaryVersion: bin,
+			Strategy: coordinationv1.CoordinatedLeaseStrategy(strategy)},
+	}
+}
+
+func names(es []*candEntry) string {
+	s := ""
+	for _, e := range es {
+		s += e.obj.Name
+	}
+	return s
+}
+
+// offsetClock is the real clock plus a jump the test controls.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time       { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) jump(d time.Duration) { c.off.Add(int64(d)) }

@@ -1,0 +1,134 @@
+package election
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// Defaults. Where upstream has the constant, the value is upstream's
+// (kubernetes pkg/controlplane/controller/leaderelection).
+const (
+	// DefaultUserAgent names the controller in managedFields.
+	DefaultUserAgent = "leasehold-election-controller"
+	// DefaultPingWindow is upstream's electionDuration: how long a ping
+	// waits for its ack, and how long an ack (or any observed renewal)
+	// counts as proof of life.
+	DefaultPingWindow = 5 * time.Second
+	// DefaultGrantAckWait is how long the election of a vacant lease waits
+	// for better-ranked candidates that were pinged but have not answered,
+	// before granting to the best one that has. Upstream waits the whole
+	// ping window; a vacant lease means nobody leads, so we trade a
+	// possibly sub-optimal first grant (corrected at once through
+	// preferredHolder when the better candidate answers) for availability.
+	DefaultGrantAckWait = time.Second
+	// DefaultGrantDuration is upstream's defaultLeaseDurationSeconds: the
+	// leaseDurationSeconds written with a grant, a "time to take over" for
+	// the new holder, which then writes its own duration.
+	DefaultGrantDuration = 5 * time.Second
+	// DefaultCandidateValidity is upstream's leaseCandidateValidDuration: a
+	// candidate that has not renewed for this long is ignored and
+	// garbage-collected.
+	DefaultCandidateValidity = 30 * time.Minute
+	// DefaultGCPeriod is upstream's LeaseCandidateGCPeriod.
+	DefaultGCPeriod = 30 * time.Minute
+	// DefaultUnresponsiveRetry is how long a candidate that ignored a ping
+	// is left alone before it is pinged again (unless it renews by itself
+	// first). Upstream never re-pings it; re-pinging dead candidates every
+	// round is the churn of its edge case 6.2.3.
+	DefaultUnresponsiveRetry = time.Minute
+	// DefaultDecideTimeout bounds one Strategy.Decide call.
+	DefaultDecideTimeout = time.Second
+	// DefaultResyncPeriod re-evaluates every lease even without events, as
+	// a safety net under the precise timers.
+	DefaultResyncPeriod = 5 * time.Minute
+	// DefaultHistoryInput is how many earlier decisions a strategy sees.
+	DefaultHistoryInput = 10
+)
+
+// Options configure a Controller. Zero durations take the defaults above.
+type Options struct {
+	// Engine is the API the controller acts through; required.
+	Engine *engine.Engine
+	// Registry resolves the strategy names candidates declare. Nil means
+	// only the native OldestEmulationVersion.
+	Registry Registry
+	// Fallback decides when the lease's strategy fails (error, timeout,
+	// invalid decision); it never preempts a live holder. Nil means the
+	// native OldestEmulationVersion, which is also the last resort when
+	// Fallback itself fails.
+	Fallback Strategy
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now. It must be the engine's clock,
+	// since expiry is judged from when the controller observed changes.
+	Now func() time.Time
+	// UserAgent is the Scope.UserAgent of every write (the managedFields
+	// manager); default DefaultUserAgent.
+	UserAgent string
+
+	PingWindow        time.Duration
+	GrantAckWait      time.Duration
+	GrantDuration     time.Duration
+	CandidateValidity time.Duration
+	GCPeriod          time.Duration
+	UnresponsiveRetry time.Duration
+	DecideTimeout     time.Duration
+	ResyncPeriod      time.Duration
+	// HistoryLimit is how many decisions are kept per lease; default
+	// engine.DefaultDecisionHistory.
+	HistoryLimit int
+	// HistoryInput is how many earlier decisions a strategy sees.
+	HistoryInput int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Engine == nil {
+		return o, errors.New("election: Options.Engine is required")
+	}
+	if o.Registry == nil {
+		o.Registry = NewStaticRegistry(NativeOldest)
+	}
+	if o.Fallback == nil {
+		o.Fallback = NativeOldest
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.PingWindow, DefaultPingWindow)
+	def(&o.GrantAckWait, DefaultGrantAckWait)
+	def(&o.GrantDuration, DefaultGrantDuration)
+	def(&o.CandidateValidity, DefaultCandidateValidity)
+	def(&o.GCPeriod, DefaultGCPeriod)
+	def(&o.UnresponsiveRetry, DefaultUnresponsiveRetry)
+	def(&o.DecideTimeout, DefaultDecideTimeout)
+	def(&o.ResyncPeriod, DefaultResyncPeriod)
+	o.GrantAckWait = min(o.GrantAckWait, o.PingWindow)
+	if o.HistoryLimit <= 0 {
+		o.HistoryLimit = engine.DefaultDecisionHistory
+	}
+	if o.HistoryInput <= 0 {
+		o.HistoryInput = DefaultHistoryInput
+	}
+	return o, nil
+}
+
+// grantSeconds is GrantDuration as leaseDurationSeconds, rounded up and at
+// least 1 (validation requires a positive duration).
+func (o Options) grantSeconds() int32 {
+	s := int32((o.GrantDuration + time.Second - 1) / time.Second)
+	return max(s, 1)
+}

@@ -1,0 +1,298 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/leasehold/leasehold/plugins/abi"
+)
+
+// retryAfterWriteError is how soon a decision is retried after a failed
+// write; a conflict is retried at once with the refreshed object.
+const retryAfterWriteError = time.Second
+
+// snapshot copies what the controller knows about one lease.
+func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, deleted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.leases[k]; e != nil {
+		cp := *e
+		le = &cp
+	}
+	for _, e := range c.cands[k] {
+		cp := *e
+		cands = append(cands, &cp)
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].obj.Name < cands[j].obj.Name })
+	return le, cands, c.deleted[k]
+}
+
+// reconcile makes one decision on lease k and returns when to look again
+// (zero: only on the next event). Every step is recomputed from the caches
+// plus the controller's liveness memory, so the result does not depend on
+// list order or on how often it runs.
+func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
+	now := c.now()
+	le, all, deleted := c.snapshot(k)
+	if le == nil && len(all) == 0 {
+		c.forget(ctx, k, deleted)
+		return time.Time{}
+	}
+	var next time.Time
+	var valid []*candEntry
+	for _, e := range all {
+		if c.valid(e, now) {
+			valid = append(valid, e)
+			next = earliest(next, e.renewAt.Add(c.opts.CandidateValidity+time.Millisecond))
+		}
+	}
+	lv := viewLease(le, now)
+	if len(valid) == 0 {
+		if len(all) > 0 || lv.preferred != "" {
+			c.clearStalePreferred(ctx, k, lv, nil)
+		}
+		return next
+	}
+	m := c.memoFor(ctx, k)
+	strategy, conflict := resolveStrategy(valid)
+	if conflict != "" {
+		if m.incident("conflict", conflict) {
+			c.stats.conflicts.Add(1)
+			c.log.Warn("Not electing: conflicting strategies", "lease", k.String(), "detail", conflict)
+			r := c.newRecord(m, now, lv.trigger(), "", lv, valid, nil)
+			r.Action, r.Reason, r.Outcome = "conflict", conflict, "ok"
+			c.record(ctx, k, m, r)
+		}
+		return next
+	}
+	m.resolved("conflict")
+	s, ok := c.opts.Registry.Lookup(strategy)
+	if !ok {
+		if m.incident("unknown", strategy) {
+			c.stats.abstentions.Add(1)
+			c.log.Warn("Not electing: no module implements the candidates' strategy", "lease", k.String(), "strategy", strategy)
+			r := c.newRecord(m, now, lv.trigger(), strategy, lv, valid, nil)
+			r.Action, r.Reason, r.Outcome = "abstain", "no module loaded for strategy "+strategy, "ok"
+			c.record(ctx, k, m, r)
+		}
+		return next
+	}
+	m.resolved("unknown")
+	if lv.live {
+		next = earliest(next, lv.expiry)
+	} else {
+		forRound(valid, lv.roundStart())
+	}
+
+	in := c.buildInput(k, m, strategy, lv, valid, now)
+	dec := c.decide(ctx, s, in)
+	c.stats.decisions.Add(1)
+	if dec.fallback {
+		detail := fmt.Sprintf("%s: %v", moduleString(s.Module()), dec.failure)
+		if m.incident("failure", moduleString(s.Module())) {
+			c.log.Error("Election strategy failed; deciding with the fallback, without preemption",
+				"lease", k.String(), "strategy", strategy, "module", moduleString(s.Module()), "err", dec.failure)
+			r := c.newRecord(m, now, in.Reason, strategy, lv, valid, &dec)
+			r.Action, r.Reason, r.Outcome = "strategy-error", detail, "ok"
+			c.record(ctx, k, m, r)
+		}
+	} else {
+		m.resolved("failure")
+	}
+
+	byName := make(map[string]*candEntry, len(valid))
+	for _, e := range valid {
+		byName[e.obj.Name] = e
+	}
+	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
+		strategy: strategy, dec: dec, trigger: in.Reason}
+	return earliest(next, act.run(ctx))
+}
+
+// action carries one decision through to its writes.
+type action struct {
+	c        *Controller
+	k        leaseKey
+	m        *memo
+	now      time.Time
+	lv       leaseView
+	valid    []*candEntry
+	byName   map[string]*candEntry
+	strategy string
+	dec      decision
+	trigger  abi.Reason
+}
+
+func (a *action) run(ctx context.Context) time.Time {
+	d := a.dec.d
+	switch d.Action {
+	case abi.ActionAbstain:
+		if a.m.incident("abstain", a.strategy+": "+d.Reason) {
+			a.c.stats.abstentions.Add(1)
+			a.c.log.Info("Strategy abstained; leaving the lease alone", "lease", a.k.String(), "strategy", a.strategy, "reason", d.Reason)
+			a.recordAction(ctx, "abstain", "", nil)
+		}
+		return time.Time{}
+	case abi.ActionKeep:
+		a.m.resolved("abstain")
+		if a.lv.preferred != "" {
+			a.clearPreferred(ctx, "strategy keeps the holder: "+d.Reason)
+		}
+		if !a.lv.live && a.m.incident("nocandidate", "keep: "+d.Reason) {
+			a.recordAction(ctx, "no-candidate", "", nil)
+		}
+		return time.Time{}
+	}
+	a.m.resolved("abstain")
+	if !a.lv.live {
+		return a.elect(ctx)
+	}
+	return a.handOver(ctx)
+}
+
+// elect grants a vacant (missing, free or expired) lease to the best
+// candidate that answered. A fallback decision may grant: nobody leads.
+func (a *action) elect(ctx context.Context) time.Time {
+	c := a.c
+	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now)
+	c.ping(ctx, a.k, p.toPing)
+	switch {
+	case p.target != "":
+		a.m.resolved("nocandidate")
+		err := c.grant(ctx, a.k, a.lv, p.target, a.strategy, a.dec, a.now)
+		if err == nil {
+			c.stats.grants.Add(1)
+			c.log.Info("Granted lease", "lease", a.k.String(), "holder", p.target, "previous", a.lv.holder,
+				"trigger", a.trigger, "strategy", a.dec.strategy, "fallback", a.dec.fallback)
+		}
+		a.recordAction(ctx, "grant", p.target, err)
+		return retryAfter(err, a.now)
+	case p.blocked:
+		return p.waitUntil
+	}
+	if a.m.incident("nocandidate", "none acked") {
+		c.log.Warn("No live candidate to grant the lease to", "lease", a.k.String(), "ranked", len(a.dec.d.Ranking))
+		a.recordAction(ctx, "no-candidate", "", nil)
+	}
+	return p.retryAt
+}
+
+// handOver deals with a live lease: it asks the holder to step down for a
+// better candidate that answered (preferredHolder), or removes a
+// preferredHolder that is stale or no longer better.
+func (a *action) handOver(ctx context.Context) time.Time {
+	c := a.c
+	a.m.resolved("nocandidate")
+	// A lease without strategy is renewed by a plain (uncoordinated)
+	// elector, which ignores preferredHolder and clears it on every renew:
+	// asking would only start upstream's write ping-pong.
+	allow := a.dec.d.Preempt && !a.dec.fallback && a.lv.strategy != ""
+	if !allow {
+		c.clearStalePreferred(ctx, a.k, a.lv, a.byName)
+		return time.Time{}
+	}
+	limit := len(a.dec.d.Ranking)
+	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
+		limit = i
+	}
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now)
+	c.ping(ctx, a.k, p.toPing)
+	switch {
+	case p.target != "" && p.target != a.lv.preferred:
+		err := c.setPreferred(ctx, a.k, a.lv, p.target, a.strategy)
+		if err == nil {
+			c.stats.preemptions.Add(1)
+			c.log.Info("Asked the lease holder to step down", "lease", a.k.String(), "holder", a.lv.holder,
+				"preferredHolder", p.target, "strategy", a.dec.strategy)
+		}
+		a.recordAction(ctx, "prefer", p.target, err)
+		return retryAfter(err, a.now)
+	case p.target != "":
+		return time.Time{}
+	case p.blocked:
+		if a.lv.preferred != "" && a.byName[a.lv.preferred] == nil {
+			a.clearPreferred(ctx, "preferred holder "+a.lv.preferred+" is no longer a candidate")
+		}
+		return p.waitUntil
+	}
+	if a.lv.preferred != "" {
+		a.clearPreferred(ctx, "no live candidate is better than the holder")
+	}
+	return p.retryAt
+}
+
+func (a *action) clearPreferred(ctx context.Context, why string) {
+	err := a.c.clearPreferred(ctx, a.k, a.lv)
+	if err == nil {
+		a.c.stats.cleared.Add(1)
+		a.c.log.Info("Cleared preferredHolder", "lease", a.k.String(), "preferredHolder", a.lv.preferred, "reason", why)
+	}
+	r := a.c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
+	r.Action, r.Reason, r.Outcome = "clear-preferred", why, outcome(err)
+	a.c.record(ctx, a.k, a.m, r)
+}
+
+func (a *action) recordAction(ctx context.Context, what, chosen string, err error) {
+	r := a.c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
+	r.Action, r.Chosen, r.Outcome = what, chosen, outcome(err)
+	if err != nil {
+		a.c.log.Warn("Election write failed", "lease", a.k.String(), "action", what, "err", err)
+	}
+	a.c.record(ctx, a.k, a.m, r)
+}
+
+// clearStalePreferred removes a preferredHolder that names no valid
+// candidate, on a lease whose strategy this controller implements (a
+// stale one makes the holder step down for nobody: kubernetes#138066).
+func (c *Controller) clearStalePreferred(ctx context.Context, k leaseKey, lv leaseView, valid map[string]*candEntry) {
+	if !lv.exists || lv.preferred == "" || valid[lv.preferred] != nil {
+		return
+	}
+	if _, ok := c.opts.Registry.Lookup(lv.strategy); !ok {
+		return
+	}
+	m := c.memoFor(ctx, k)
+	err := c.clearPreferred(ctx, k, lv)
+	if err == nil {
+		c.stats.cleared.Add(1)
+		c.log.Info("Cleared stale preferredHolder", "lease", k.String(), "preferredHolder", lv.preferred)
+	}
+	r := c.newRecord(m, c.now(), lv.trigger(), lv.strategy, lv, nil, nil)
+	r.Action, r.Reason, r.Outcome = "clear-preferred", "preferred holder "+lv.preferred+" is no longer a valid candidate", outcome(err)
+	c.record(ctx, k, m, r)
+}
+
+// forget drops the memory of a lease that has neither object nor
+// candidates any more, and its decision history if the lease was deleted.
+func (c *Controller) forget(ctx context.Context, k leaseKey, deleted bool) {
+	c.mu.Lock()
+	delete(c.memos, k)
+	delete(c.deleted, k)
+	delete(c.due, k)
+	c.mu.Unlock()
+	if deleted {
+		if err := c.e.DeleteDecisions(ctx, k.ns, k.name); err != nil {
+			c.log.Warn("Deleting decision history failed", "lease", k.String(), "err", err)
+		}
+	}
+}
+
+func outcome(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}
+
+// retryAfter is the next look after a write: none on success (the write's
+// result re-queues the lease), a second later after an error (a conflict
+// refreshes the cache, which re-queues the lease at once anyway).
+func retryAfter(err error, now time.Time) time.Time {
+	if err == nil {
+		return time.Time{}
+	}
+	return now.Add(retryAfterWriteError)
+}

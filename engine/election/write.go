@@ -1,0 +1,168 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// grant gives a free, expired or missing lease to target. Unlike upstream
+// it maintains acquireTime and leaseTransitions (as client-go's plain
+// election does: +1 whenever the holder changes on an existing lease) and
+// it re-grants an expired lease to the same holder, which un-sticks a
+// client-go elector that judged the lease expired (edge case 6.2.2).
+func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target, strategy string, dec decision, now time.Time) error {
+	var l *coordinationv1.Lease
+	if lv.exists {
+		l = lv.obj.DeepCopy()
+	} else {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: k.name}}
+	}
+	t := metav1.NewMicroTime(now)
+	dur := c.opts.grantSeconds()
+	s := &l.Spec
+	prev := derefStr(s.HolderIdentity)
+	s.HolderIdentity = &target
+	s.LeaseDurationSeconds = &dur
+	s.RenewTime = &t
+	if prev != target || s.AcquireTime == nil {
+		at := t
+		s.AcquireTime = &at
+	}
+	switch {
+	case !lv.exists:
+		zero := int32(0)
+		s.LeaseTransitions = &zero
+	case prev != target:
+		n := derefI32(s.LeaseTransitions) + 1
+		s.LeaseTransitions = &n
+	}
+	s.PreferredHolder = nil
+	st := coordinationv1.CoordinatedLeaseStrategy(strategy)
+	s.Strategy = &st
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AnnotationStrategy] = dec.strategy
+	l.Annotations[AnnotationModule] = moduleString(dec.module)
+	l.Annotations[AnnotationReason] = truncate(dec.d.Reason, maxAnnotationReason)
+	if dec.fallback {
+		l.Annotations[AnnotationFallbackFrom] = strategy
+	} else {
+		delete(l.Annotations, AnnotationFallbackFrom)
+	}
+	return c.writeLease(ctx, k, l, !lv.exists)
+}
+
+// setPreferred asks the live holder to step down for target. It never
+// touches holderIdentity: a live lease is only ever handed over by its
+// holder releasing it or letting it expire.
+func (c *Controller) setPreferred(ctx context.Context, k leaseKey, lv leaseView, target, strategy string) error {
+	l := lv.obj.DeepCopy()
+	l.Spec.PreferredHolder = &target
+	if l.Spec.Strategy == nil || *l.Spec.Strategy == "" {
+		st := coordinationv1.CoordinatedLeaseStrategy(strategy)
+		l.Spec.Strategy = &st
+	}
+	return c.writeLease(ctx, k, l, false)
+}
+
+// clearPreferred removes a stale or obsolete preferredHolder (upstream
+// leaves it, and the lease stalls: kubernetes#138066).
+func (c *Controller) clearPreferred(ctx context.Context, k leaseKey, lv leaseView) error {
+	l := lv.obj.DeepCopy()
+	l.Spec.PreferredHolder = nil
+	return c.writeLease(ctx, k, l, false)
+}
+
+// writeLease creates or updates (optimistically, at the cached
+// resourceVersion) through the engine and feeds the result to the cache.
+// On a conflict it refreshes the cache from the engine, so that the retry
+// decides on the current object.
+func (c *Controller) writeLease(ctx context.Context, k leaseKey, l *coordinationv1.Lease, create bool) error {
+	sc := c.leaseScope
+	sc.Namespace = k.ns
+	var (
+		out any
+		err error
+	)
+	if create {
+		out, err = c.e.Create(ctx, sc, l, &metav1.CreateOptions{})
+	} else {
+		out, _, err = c.e.Update(ctx, sc, k.name, l, &metav1.UpdateOptions{})
+	}
+	if err != nil {
+		c.stats.writeErrors.Add(1)
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			if cur, gerr := c.e.Get(ctx, sc, k.name, &metav1.GetOptions{}); gerr == nil {
+				if cl, ok := cur.(*coordinationv1.Lease); ok {
+					c.observeLease(cl)
+				}
+			}
+		}
+		return fmt.Errorf("write lease %s: %w", k, err)
+	}
+	if ol, ok := out.(*coordinationv1.Lease); ok {
+		c.observeLease(ol)
+	}
+	return nil
+}
+
+// ping writes pingTime on each named candidate, in parallel as upstream
+// does since 1.33. pingTime is max(now, renewTime+1µs): client-go acks
+// only when pingTime is after its own renewTime, so a candidate whose
+// clock runs ahead of ours would otherwise never answer.
+func (c *Controller) ping(ctx context.Context, k leaseKey, names []string) {
+	var wg sync.WaitGroup
+	for _, name := range names {
+		c.mu.Lock()
+		e := c.cands[k][name]
+		var obj *coordinationv1beta1.LeaseCandidate
+		if e != nil {
+			obj = e.obj.DeepCopy()
+		}
+		c.mu.Unlock()
+		if obj == nil {
+			continue
+		}
+		wg.Go(func() { c.pingOne(ctx, k, obj) })
+	}
+	wg.Wait()
+}
+
+func (c *Controller) pingOne(ctx context.Context, k leaseKey, lc *coordinationv1beta1.LeaseCandidate) {
+	sent := c.now()
+	pt := sent.Truncate(time.Microsecond)
+	if r := lc.Spec.RenewTime; r != nil && !pt.After(r.Time) {
+		pt = r.Time.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	mt := metav1.NewMicroTime(pt)
+	lc.Spec.PingTime = &mt
+	sc := c.candScope
+	sc.Namespace = lc.Namespace
+	out, _, err := c.e.Update(ctx, sc, lc.Name, lc, &metav1.UpdateOptions{})
+	if err != nil {
+		// A conflict means the candidate changed (usually renewed): the
+		// watch brings the news, which is as good as an ack.
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			c.stats.writeErrors.Add(1)
+			c.log.Warn("Pinging lease candidate failed", "lease", k.String(), "candidate", lc.Name, "err", err)
+		}
+		return
+	}
+	c.stats.pings.Add(1)
+	if o, ok := out.(*coordinationv1beta1.LeaseCandidate); ok {
+		c.observeCandidate(o, true)
+	}
+	c.mu.Lock()
+	if e := c.cands[k][lc.Name]; e != nil && e.obj.UID == lc.UID {
+		e.pingAt = sent
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,26 @@
+// Package ui is leasehold's built-in web UI: who leads each Lease, for how
+// long, and why, updated live.
+//
+// The UI is plain HTML, CSS and vanilla JavaScript modules embedded with
+// go:embed, so `go build` needs neither npm nor network, and edge devices
+// that are offline still get the whole page (no fonts or CDNs). The page
+// reads Leases and LeaseCandidates through the real Kubernetes API, list
+// then watch, exactly as kubectl and client-go do, so what it shows cannot
+// disagree with them. Only facts the API does not carry come from the small
+// JSON endpoints under /ui/api/v1: the system status and the election
+// decision history, both supplied by the caller through Sources so that
+// this package (like the rest of web) never touches storage or plugins.
+//
+// Routes, all answered by Handler.Serve:
+//
+//	GET /                   browsers (Accept: text/html) are redirected to /ui/
+//	GET /ui/                index.html (never cached)
+//	GET /ui/a/<hash>/<file> static assets; the hash covers every asset, so
+//	                        they are cached for a year and a new build
+//	                        changes every URL at once
+//	GET /ui/api/v1/system
+//	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions
+//
+// Every response carries a strict Content-Security-Policy (no inline
+// scripts or styles), nosniff, no-referrer and frame denial.
+package ui

@@ -1,0 +1,210 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// Options configures a Handler.
+type Options struct {
+	Sources Sources
+	// Version is what /version reports; the system view shows it.
+	Version version.Info
+	// Checks runs the readiness checks of /readyz; nil shows none.
+	Checks func() []Check
+	// StartTime is when the process started (uptime); zero means now.
+	StartTime time.Time
+	Logger    *slog.Logger
+}
+
+// Handler serves the UI's pages, assets and JSON endpoints.
+type Handler struct {
+	opts   Options
+	log    *slog.Logger
+	assets *assets
+}
+
+// New builds a Handler; it hashes and indexes the embedded assets once.
+func New(opts Options) (*Handler, error) {
+	a, err := loadAssets()
+	if err != nil {
+		return nil, err
+	}
+	if opts.StartTime.IsZero() {
+		opts.StartTime = time.Now()
+	}
+	h := &Handler{opts: opts, log: opts.Logger, assets: a}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h, nil
+}
+
+// The headers every UI response carries. The policy allows nothing
+// inline and nothing from elsewhere: the page is fully self-contained.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self' data:; font-src 'self'; object-src 'none'; base-uri 'none'; " +
+	"form-action 'self'; frame-ancestors 'none'"
+
+func secure(rc *fasthttp.RequestCtx) {
+	h := &rc.Response.Header
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+}
+
+// Serve answers rc if it is a UI request and reports whether it did: any
+// path under /ui, and GET / from a browser. Everything else, including /
+// for API clients, is left to the caller.
+func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
+	p := string(rc.Path())
+	switch {
+	case p == "/":
+		if !(rc.IsGet() || rc.IsHead()) || !wantsHTML(rc.Request.Header.Peek("Accept")) {
+			return false
+		}
+		secure(rc)
+		rc.Response.Header.Set("Location", "/ui/")
+		rc.SetStatusCode(fasthttp.StatusFound)
+		return true
+	case p == "/ui":
+		secure(rc)
+		rc.Response.Header.Set("Location", "/ui/")
+		rc.SetStatusCode(fasthttp.StatusMovedPermanently)
+		return true
+	case !strings.HasPrefix(p, "/ui/"):
+		return false
+	}
+	secure(rc)
+	if !(rc.IsGet() || rc.IsHead()) {
+		rc.Response.Header.Set("Allow", "GET, HEAD")
+		plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")
+		return true
+	}
+	rest := p[len("/ui/"):]
+	switch {
+	case rest == "" || rest == "index.html":
+		h.assets.serveIndex(rc)
+	case strings.HasPrefix(rest, "a/"):
+		h.assets.serve(rc, rest[len("a/"):])
+	case strings.HasPrefix(rest, "api/v1/"):
+		h.serveAPI(rc, rest[len("api/v1/"):])
+	default:
+		plain(rc, fasthttp.StatusNotFound, "404 page not found")
+	}
+	return true
+}
+
+// wantsHTML reports whether an Accept header names text/html, which
+// browsers send on navigation and API clients never do.
+func wantsHTML(accept []byte) bool {
+	return bytes.Contains(bytes.ToLower(accept), []byte("text/html"))
+}
+
+func plain(rc *fasthttp.RequestCtx, code int, msg string) {
+	rc.SetStatusCode(code)
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.SetBodyString(msg + "\n")
+}
+
+// serveAPI answers the UI's own JSON endpoints.
+func (h *Handler) serveAPI(rc *fasthttp.RequestCtx, rest string) {
+	if rest == "system" {
+		h.writeJSON(rc, h.system(rc))
+		return
+	}
+	// namespaces/<ns>/leases/<name>/decisions
+	seg := strings.Split(rest, "/")
+	if len(seg) == 5 && seg[0] == "namespaces" && seg[2] == "leases" && seg[4] == "decisions" && seg[1] != "" && seg[3] != "" {
+		h.serveDecisions(rc, seg[1], seg[3])
+		return
+	}
+	plain(rc, fasthttp.StatusNotFound, "404 page not found")
+}
+
+func (h *Handler) system(ctx context.Context) SystemStatus {
+	st := SystemStatus{
+		ServerTime:  time.Now(),
+		StartTime:   h.opts.StartTime,
+		Version:     h.opts.Version,
+		StoragePath: h.opts.Sources.StoragePath,
+		Checks:      []Check{},
+		Ready:       true,
+		Goroutines:  runtime.NumGoroutine(),
+	}
+	if src := h.opts.Sources.Storage; src != nil {
+		s, err := src(ctx)
+		if err != nil {
+			st.StorageError = err.Error()
+		} else {
+			st.Storage = &s
+		}
+	}
+	if src := h.opts.Sources.Modules; src != nil {
+		st.Modules = src()
+		if st.Modules == nil {
+			st.Modules = []Module{}
+		}
+	}
+	if h.opts.Checks != nil {
+		st.Checks = h.opts.Checks()
+		for _, c := range st.Checks {
+			st.Ready = st.Ready && c.OK
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st.HeapBytes = ms.HeapAlloc
+	return st
+}
+
+func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
+	out := Decisions{Items: []engine.DecisionRecord{}}
+	if src := h.opts.Sources.Decisions; src != nil {
+		items, err := src(rc, ns, name)
+		if err != nil {
+			h.log.Warn("Reading the decision history failed", "namespace", ns, "lease", name, "err", err)
+			h.writeError(rc, fasthttp.StatusInternalServerError, err)
+			return
+		}
+		out.Available = true
+		if items != nil {
+			out.Items = items
+		}
+	}
+	h.writeJSON(rc, out)
+}
+
+func (h *Handler) writeJSON(rc *fasthttp.RequestCtx, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.writeError(rc, fasthttp.StatusInternalServerError, err)
+		return
+	}
+	rc.SetContentType("application/json")
+	rc.Response.Header.Set("Cache-Control", "no-store")
+	rc.SetBody(b)
+}
+
+func (h *Handler) writeError(rc *fasthttp.RequestCtx, code int, err error) {
+	if err == nil {
+		err = errors.New(fasthttp.StatusMessage(code))
+	}
+	b, _ := json.Marshal(map[string]string{"message": err.Error()})
+	rc.SetStatusCode(code)
+	rc.SetContentType("application/json")
+	rc.Response.Header.Set("Cache-Control", "no-store")
+	rc.SetBody(b)
+}

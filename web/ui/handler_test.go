@@ -1,0 +1,136 @@
+package ui_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/web/ui"
+)
+
+// get serves one request through Handler.Serve without a network.
+func get(t *testing.T, h *ui.Handler, method, uri string, hdr ...string) (*fasthttp.Response, bool) {
+	t.Helper()
+	var rc fasthttp.RequestCtx
+	rc.Request.Header.SetMethod(method)
+	rc.Request.SetRequestURI(uri)
+	for _, kv := range hdr {
+		k, v, _ := strings.Cut(kv, ": ")
+		rc.Request.Header.Set(k, v)
+	}
+	served := h.Serve(&rc)
+	return &rc.Response, served
+}
+
+func newHandler(t *testing.T, src ui.Sources) *ui.Handler {
+	t.Helper()
+	h, err := ui.New(ui.Options{Sources: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestRootRedirectsOnlyBrowsers(t *testing.T) {
+	h := newHandler(t, ui.Sources{})
+	resp, served := get(t, h, "GET", "/", "Accept: text/html,application/xhtml+xml,*/*;q=0.8")
+	if !served || resp.StatusCode() != 302 || string(resp.Header.Peek("Location")) != "/ui/" {
+		t.Errorf("browser GET /: served=%v %d %q", served, resp.StatusCode(), resp.Header.Peek("Location"))
+	}
+	// API clients keep kube-apiserver's behaviour (the caller answers).
+	for _, accept := range []string{"application/json", "*/*", ""} {
+		if _, served := get(t, h, "GET", "/", "Accept: "+accept); served {
+			t.Errorf("GET / with Accept %q was taken by the UI", accept)
+		}
+	}
+	if _, served := get(t, h, "POST", "/", "Accept: text/html"); served {
+		t.Error("POST / was taken by the UI")
+	}
+	if _, served := get(t, h, "GET", "/apis"); served {
+		t.Error("/apis was taken by the UI")
+	}
+}
+
+func TestAssetsAndHeaders(t *testing.T) {
+	h := newHandler(t, ui.Sources{})
+	resp, _ := get(t, h, "GET", "/ui/")
+	if resp.StatusCode() != 200 || string(resp.Header.Peek("Cache-Control")) != "no-cache" {
+		t.Fatalf("index: %d %q", resp.StatusCode(), resp.Header.Peek("Cache-Control"))
+	}
+	for k, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self';",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+		"X-Frame-Options":         "DENY",
+		"Content-Type":            "text/html; charset=utf-8",
+	} {
+		if got := string(resp.Header.Peek(k)); !strings.HasPrefix(got, want) {
+			t.Errorf("%s = %q, want prefix %q", k, got, want)
+		}
+	}
+	body := string(resp.Body())
+	i := strings.Index(body, `src="/ui/a/`)
+	if i < 0 || strings.Contains(body, "{{ASSETS}}") {
+		t.Fatalf("index does not name hashed assets:\n%s", body)
+	}
+	script := body[i+len(`src="`):]
+	script = script[:strings.IndexByte(script, '"')]
+	resp, _ = get(t, h, "GET", script, "Accept-Encoding: gzip")
+	if resp.StatusCode() != 200 || string(resp.Header.Peek("Content-Type")) != "text/javascript; charset=utf-8" ||
+		string(resp.Header.Peek("Cache-Control")) != "public, max-age=31536000, immutable" || string(resp.Header.Peek("Content-Encoding")) != "gzip" {
+		t.Errorf("%s: %d %s", script, resp.StatusCode(), resp.Header.String())
+	}
+	// A page of an older build asks for another hash: 404, not stale code.
+	old := strings.Replace(script, "/ui/a/", "/ui/a/0000", 1)
+	if resp, _ := get(t, h, "GET", old); resp.StatusCode() != 404 {
+		t.Errorf("%s: %d, want 404", old, resp.StatusCode())
+	}
+	if resp, _ := get(t, h, "POST", "/ui/"); resp.StatusCode() != 405 {
+		t.Errorf("POST /ui/: %d, want 405", resp.StatusCode())
+	}
+	if resp, _ := get(t, h, "GET", "/ui"); resp.StatusCode() != 301 || string(resp.Header.Peek("Location")) != "/ui/" {
+		t.Errorf("/ui: %d %q", resp.StatusCode(), resp.Header.Peek("Location"))
+	}
+}
+
+// TestPayloadSize keeps the UI small: edge devices serve it, often over
+// slow links.
+func TestPayloadSize(t *testing.T) {
+	raw, gz := newHandler(t, ui.Sources{}).Size()
+	t.Logf("UI assets: %d bytes, %d gzipped", raw, gz)
+	if raw > 64<<10 || gz > 25<<10 {
+		t.Errorf("UI assets grew to %d bytes (%d gzipped); keep them under 64 KiB (25 KiB gzipped)", raw, gz)
+	}
+}
+
+func TestAPIWithoutSources(t *testing.T) {
+	h := newHandler(t, ui.Sources{})
+	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/default/leases/x/decisions")
+	if resp.StatusCode() != 200 || string(resp.Body()) != `{"available":false,"items":[]}` {
+		t.Errorf("decisions without a source: %d %s", resp.StatusCode(), resp.Body())
+	}
+	resp, _ = get(t, h, "GET", "/ui/api/v1/system")
+	if b := string(resp.Body()); resp.StatusCode() != 200 || !strings.Contains(b, `"storage":null`) || !strings.Contains(b, `"modules":null`) || !strings.Contains(b, `"serverTime":"`) {
+		t.Errorf("system without sources: %d %s", resp.StatusCode(), b)
+	}
+	for _, p := range []string{"/ui/api/v1/nope", "/ui/api/v1/namespaces//leases/x/decisions", "/ui/nope"} {
+		if resp, _ := get(t, h, "GET", p); resp.StatusCode() != 404 {
+			t.Errorf("%s: %d, want 404", p, resp.StatusCode())
+		}
+	}
+}
+
+func TestDecisionsErrorIsReported(t *testing.T) {
+	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
+		return nil, io.ErrUnexpectedEOF
+	}})
+	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/default/leases/x/decisions")
+	if resp.StatusCode() != http.StatusInternalServerError || !strings.Contains(string(resp.Body()), "unexpected EOF") {
+		t.Errorf("%d %s", resp.StatusCode(), resp.Body())
+	}
+}

@@ -1,0 +1,249 @@
+// The Lease detail: every field, the candidates, why the holder was chosen
+// (the election decision history), the transitions, raw YAML/JSON and the
+// kubectl command lines that show the same truth.
+
+import { h, setText, copyButton } from './dom.js';
+import { now, getJSON } from './api.js';
+import { dur, ago, abs, parseTime } from './format.js';
+import { leaseState, expiresText, candidatesOf } from './lease.js';
+import { toYAML } from './yaml.js';
+import * as store from './store.js';
+
+// Upstream's leaseCandidateValidDuration: older candidates are ignored.
+const CANDIDATE_VALIDITY_MS = 30 * 60 * 1000;
+
+export function detail(root, ns, name) {
+  const k = `${ns}/${name}`;
+  const enc = (s) => encodeURIComponent(s);
+  let decisions = null; // {available, items} | {error}
+  let decidedRV = null;
+  let rawMode = 'yaml';
+  let showManaged = false;
+
+  const badge = h('span', { class: 'badge' });
+  const big = h('p', { class: 'countdown', id: 'countdown' });
+  const bar = h('span', { class: 'bar big', 'aria-hidden': 'true' }, h('span'));
+  const missing = h('p', { class: 'banner', hidden: true });
+  const fields = h('dl', { class: 'fields', id: 'fields' });
+  const cands = h('div', { id: 'candidates' });
+  const decided = h('div', { id: 'decided' });
+  const timeline = h('div', { id: 'timeline' });
+  const history = h('div', { id: 'decisions' });
+  const raw = h('pre', { class: 'raw', id: 'raw', tabindex: '0', 'aria-label': 'Raw lease' });
+  const tabs = ['yaml', 'json'].map((m) => h('button', {
+    type: 'button', role: 'tab', id: `tab-${m}`, 'aria-controls': 'raw', 'aria-selected': String(m === rawMode),
+    onclick: () => { rawMode = m; tabs.forEach((t) => t.setAttribute('aria-selected', String(t.id === `tab-${m}`))); renderRaw(); },
+  }, m.toUpperCase()));
+  const managed = h('input', { type: 'checkbox', id: 'managed' });
+  managed.addEventListener('change', () => { showManaged = managed.checked; renderRaw(); });
+  const kubectl = [
+    `kubectl get lease -n ${ns} ${name} -o yaml`,
+    `kubectl get lease -n ${ns} ${name} -o wide --watch`,
+    `kubectl get leasecandidates -n ${ns} --field-selector spec.leaseName=${name}`,
+  ];
+
+  root.append(
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/' }, 'Leases'), ' / ', ns, ' / '),
+    h('div', { class: 'head' }, h('h1', {}, name), badge),
+    missing,
+    h('div', { class: 'hero' }, big, bar),
+    h('section', { 'aria-labelledby': 'h-fields' }, h('h2', { id: 'h-fields' }, 'Fields'), fields),
+    h('section', { 'aria-labelledby': 'h-kubectl' }, h('h2', { id: 'h-kubectl' }, 'kubectl'),
+      h('ul', { class: 'cmds', id: 'kubectl' }, kubectl.map((c) => h('li', {}, h('code', {}, c), copyButton(() => c, `Copy: ${c}`))))),
+    h('section', { 'aria-labelledby': 'h-cands' }, h('h2', { id: 'h-cands' }, 'Candidates'), cands),
+    h('section', { 'aria-labelledby': 'h-decided' }, h('h2', { id: 'h-decided' }, 'Why this holder'), decided),
+    h('section', { 'aria-labelledby': 'h-timeline' }, h('h2', { id: 'h-timeline' }, 'Transitions'), timeline),
+    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'), history),
+    h('section', { 'aria-labelledby': 'h-raw' }, h('h2', { id: 'h-raw' }, 'Raw object'),
+      h('div', { class: 'rawbar' }, h('div', { role: 'tablist', 'aria-label': 'Format' }, tabs),
+        h('label', { class: 'check' }, managed, ' managedFields'), copyButton(() => raw.textContent, 'Copy raw object')),
+      raw),
+  );
+
+  async function loadDecisions() {
+    try {
+      decisions = await getJSON(`/ui/api/v1/namespaces/${enc(ns)}/leases/${enc(name)}/decisions`);
+    } catch (e) {
+      decisions = { error: e.message };
+    }
+    renderDecisions();
+  }
+
+  let lastRV = '';
+  let lastRaw = '';
+  function update(conn) {
+    const l = store.leases.items.get(k);
+    const live = conn.state === 'live';
+    const t = live || !conn.since ? now() : conn.since;
+    missing.hidden = !!l || !conn.synced;
+    setText(missing, `Lease ${ns}/${name} does not exist (any more). It appears here as soon as it is created.`);
+    if (!l) { badge.hidden = true; big.textContent = ''; bar.hidden = true; return; }
+    badge.hidden = false;
+    const st = leaseState(l, t);
+    badge.className = `badge s-${st.key}`;
+    setText(badge, st.label);
+    const handover = st.key === 'handover' ? ` · handing over to ${st.preferred}` : '';
+    setText(big, (st.holder ? `${st.holder} · expires ${expiresText(st, dur)}${handover}` : 'No holder') + (live ? '' : ' (stale)'));
+    bar.hidden = st.fraction == null || !st.holder;
+    bar.firstChild.style.width = `${Math.round((st.fraction || 0) * 100)}%`;
+    bar.dataset.state = st.key;
+    renderFields(l, st, t);
+    renderCandidates(l, st, t);
+    renderTimeline(l, t);
+    const rv = l.metadata.resourceVersion;
+    if (rv !== lastRV) {
+      lastRV = rv;
+      renderRaw();
+      // The controller records its decision before it writes the lease,
+      // so a new resourceVersion is the moment to re-read the history.
+      if (decidedRV !== rv) { decidedRV = rv; loadDecisions(); }
+    }
+  }
+
+  function renderFields(l, st, t) {
+    const m = l.metadata;
+    const rel = (x) => (x == null ? '—' : `${ago(x, t)} (${abs(x)})`);
+    const rows = [
+      ['Holder', st.holder || '— (vacant)'],
+      ['Preferred holder', st.preferred || '—'],
+      ['State', st.label],
+      ['Expires', st.expiresAt ? `${expiresText(st, dur)} (${abs(st.expiresAt)})` : expiresText(st, dur)],
+      ['Duration', st.durMs ? `${st.durMs / 1000}s` : '—'],
+      ['Renewed', rel(st.renew)],
+      ['Acquired', rel(st.acquire)],
+      ['Transitions', String(st.transitions)],
+      ['Strategy', st.strategy || '— (clients elect themselves)'],
+      ['Created', rel(parseTime(m.creationTimestamp))],
+      ['resourceVersion', m.resourceVersion],
+      ['uid', m.uid],
+      ['Labels', kv(m.labels)],
+      ['Annotations', kv(m.annotations)],
+    ];
+    // Update in place: relative times change every second, and rebuilding
+    // the list would drop the reader's text selection.
+    if (!fields.firstChild) fields.append(...rows.flatMap(([dt]) => [h('dt', {}, dt), h('dd', { 'data-f': dt })]));
+    for (const [dt, dd] of rows) setText(fields.querySelector(`dd[data-f="${dt}"]`), dd);
+  }
+
+  function renderCandidates(l, st, t) {
+    const list = candidatesOf(store.candidates.items, ns, name);
+    const last = lastDecision();
+    const rank = (n) => { const i = last?.ranking?.indexOf(n) ?? -1; return i >= 0 ? String(i + 1) : '—'; };
+    const rows = list.map((c) => {
+      const s = c.spec || {};
+      const renew = parseTime(s.renewTime);
+      const ping = parseTime(s.pingTime);
+      const valid = renew != null && t - renew < CANDIDATE_VALIDITY_MS;
+      const pingText = ping == null ? '—' : renew != null && renew >= ping ? `answered (${ago(ping, t)})` : `outstanding since ${ago(ping, t)}`;
+      return [c.metadata.name + (c.metadata.name === st.holder ? ' (holder)' : ''), s.binaryVersion || '—', s.emulationVersion || '—',
+        s.strategy || '—', ago(renew, t), pingText, valid ? 'fresh' : 'expired', rank(c.metadata.name)];
+    });
+    const key = JSON.stringify(rows);
+    if (cands.dataset.k === key) return;
+    cands.dataset.k = key;
+    if (!rows.length) {
+      cands.replaceChildren(h('p', { class: 'muted' }, store.candidates.state === 'unavailable'
+        ? 'No data: this server does not serve LeaseCandidates.'
+        : 'No LeaseCandidates name this lease: its clients elect themselves (client-go leader election).'));
+      return;
+    }
+    cands.replaceChildren(table(['Identity', 'Binary version', 'Emulation version', 'Strategy', 'Renewed', 'Ping', 'Freshness', 'Rank'], rows, 'cands'));
+  }
+
+  const lastDecision = () => (decisions?.items?.length ? decisions.items[decisions.items.length - 1] : null);
+
+  function renderDecisions() {
+    const d = lastDecision();
+    if (decisions?.error) {
+      decided.replaceChildren(h('p', { class: 'banner' }, `Cannot read the decision history: ${decisions.error}`));
+      history.replaceChildren();
+    } else if (!decisions?.available) {
+      const msg = 'No data: this server records no election decisions (coordinated leader election is not wired).';
+      decided.replaceChildren(h('p', { class: 'muted' }, msg));
+      history.replaceChildren(h('p', { class: 'muted' }, 'No data.'));
+    } else if (!d) {
+      decided.replaceChildren(h('p', { class: 'muted' }, 'No election decision recorded for this lease: leases without spec.strategy are elected by their own clients.'));
+      history.replaceChildren(h('p', { class: 'muted' }, 'No decisions yet.'));
+    } else {
+      const mod = d.module || {};
+      decided.replaceChildren(h('dl', { class: 'fields' }, [
+        ['Decision', `${d.action}${d.chosen ? ` → ${d.chosen}` : ''}`],
+        ['Reason', d.reason || '—'],
+        ['When', `${ago(parseTime(d.time), now())} (${abs(parseTime(d.time))})`],
+        ['Trigger', d.trigger || '—'],
+        ['Strategy', d.strategy || '—'],
+        ['Module', `${mod.name || '—'}${mod.version ? ` ${mod.version}` : ''}${mod.builtin ? ' (built-in)' : ''}${d.fallback ? ' — fallback' : ''}`],
+        ['Module sha256', mod.sha256 || '—'],
+        ['Ranking', (d.ranking || []).join(' > ') || '—'],
+        ['Candidates seen', (d.candidates || []).map((c) => `${c.name} (${c.state || (c.acked ? 'acked' : 'not acked')})`).join(', ') || '—'],
+        ['Outcome', d.outcome || '—'],
+      ].flatMap(([dt, dd]) => [h('dt', {}, dt), h('dd', {}, dd)])));
+      history.replaceChildren(table(['Time', 'Trigger', 'Action', 'Chosen', 'Module', 'Reason', 'Outcome'],
+        [...decisions.items].reverse().map((r) => [abs(parseTime(r.time)), r.trigger || '—', r.action, r.chosen || '—',
+          `${r.module?.name || '—'}${r.fallback ? ' (fallback)' : ''}`, r.reason || '—', r.outcome || '—']), 'history'));
+    }
+    lastTimeline = '';
+    update(store.connection());
+  }
+
+  // The timeline merges the grants the controller recorded with the holder
+  // changes this page saw live; tenure is the time until the next change.
+  let lastTimeline = '';
+  function renderTimeline(l, t) {
+    const ev = [];
+    for (const r of decisions?.items || []) {
+      if (r.action === 'grant' && r.chosen && (!r.outcome || r.outcome === 'ok')) {
+        ev.push({ time: parseTime(r.time), from: r.holder || '', to: r.chosen, cause: `elected by ${r.module?.name || r.strategy || 'strategy'}${r.reason ? `: ${r.reason}` : ''}` });
+      }
+    }
+    for (const e of store.transitions.get(k) || []) {
+      if (!ev.some((x) => x.to === e.to && Math.abs(x.time - e.time) < 5000)) ev.push({ ...e, cause: `${e.cause} (seen live)` });
+    }
+    const acq = parseTime(l.spec?.acquireTime);
+    if (l.spec?.holderIdentity && acq != null && !ev.some((x) => x.to === l.spec.holderIdentity)) {
+      ev.push({ time: acq, from: '', to: l.spec.holderIdentity, cause: 'acquired (spec.acquireTime)' });
+    }
+    ev.sort((a, b) => a.time - b.time);
+    const items = ev.map((e, i) => {
+      const end = i + 1 < ev.length ? ev[i + 1].time : t;
+      return [abs(e.time), `${e.from || '∅'} → ${e.to || '∅'}`, e.cause, dur(end - e.time) + (i + 1 < ev.length ? '' : ' so far')];
+    }).reverse();
+    const key = JSON.stringify([items, l.spec?.leaseTransitions]);
+    if (key === lastTimeline) return;
+    lastTimeline = key;
+    const count = h('p', { class: 'muted' }, `spec.leaseTransitions: ${l.spec?.leaseTransitions || 0}.`);
+    if (!items.length) { timeline.replaceChildren(count, h('p', { class: 'muted' }, 'No transitions known.')); return; }
+    timeline.replaceChildren(count, h('ol', { class: 'timeline' }, items.map(([time, fromTo, cause, tenure]) =>
+      h('li', {}, h('time', {}, time), h('strong', {}, fromTo), h('span', {}, cause), h('span', { class: 'muted' }, `tenure ${tenure}`)))));
+  }
+
+  function renderRaw() {
+    const l = store.leases.items.get(k);
+    if (!l) { raw.textContent = ''; return; }
+    const obj = structuredClone(l);
+    if (!showManaged) delete obj.metadata.managedFields;
+    obj.apiVersion ||= 'coordination.k8s.io/v1';
+    obj.kind ||= 'Lease';
+    const text = rawMode === 'json' ? JSON.stringify(reorder(obj), null, 2) : toYAML(reorder(obj));
+    if (text !== lastRaw) raw.textContent = lastRaw = text;
+  }
+
+  return { update, destroy() {} };
+}
+
+// reorder puts apiVersion and kind first, as kubectl prints them.
+function reorder(o) {
+  const { apiVersion, kind, ...rest } = o;
+  return { apiVersion, kind, ...rest };
+}
+
+function kv(m) {
+  const e = Object.entries(m || {});
+  return e.length ? e.map(([k, v]) => `${k}=${v}`).join('\n') : '—';
+}
+
+function table(head, rows, id) {
+  return h('div', { class: 'table-wrap' }, h('table', { id, class: 'plain' },
+    h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { 'data-label': head[i] }, c)))))));
+}

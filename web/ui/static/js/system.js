@@ -1,0 +1,86 @@
+// The system view: version, uptime, storage, strategy modules and
+// readiness, from /ui/api/v1/system, refreshed every few seconds.
+
+import { h } from './dom.js';
+import { getJSON, clockOffset } from './api.js';
+import { dur, abs, bytes, nanos, parseTime } from './format.js';
+import * as store from './store.js';
+
+const MOD_COLS = ['Module', 'Version', 'Status', 'sha256', 'Calls', 'Errors', 'p50', 'p99', 'Last error'];
+
+export function system(root) {
+  const body = h('div', { id: 'system', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
+  root.append(h('h1', {}, 'System'), body);
+  let timer = null;
+  let stopped = false;
+
+  async function load() {
+    try {
+      render(await getJSON('/ui/api/v1/system'));
+    } catch (e) {
+      body.replaceChildren(h('p', { class: 'banner' }, `Cannot read the system status: ${e.message}`));
+    }
+    body.removeAttribute('aria-busy');
+    if (!stopped) timer = setTimeout(load, 5000);
+  }
+
+  function render(s) {
+    const v = s.version || {};
+    const started = parseTime(s.startTime);
+    const server = parseTime(s.serverTime);
+    const cards = [
+      card('Server', dl([
+        ['Version', v.gitVersion || '—'],
+        ['Commit', v.gitCommit ? `${v.gitCommit.slice(0, 12)}${v.gitTreeState === 'dirty' ? ' (dirty)' : ''}` : '—'],
+        ['Built', v.buildDate || '—'],
+        ['Go', `${v.goVersion || '—'} ${v.platform || ''}`],
+        ['Uptime', started && server ? `${dur(server - started)} (since ${abs(started)})` : '—'],
+        ['Server clock', `${abs(server)} (browser ${Math.abs(clockOffset()) < 500 ? 'in sync' : `off by ${dur(clockOffset())}`})`],
+        ['Goroutines', String(s.goroutines)],
+        ['Heap', bytes(s.heapBytes)],
+      ])),
+      card('Storage', s.storage ? dl([
+        ['Backend', s.storage.backend || '—'],
+        ['File', s.storagePath || '—'],
+        ['Size', bytes(s.storage.sizeBytes)],
+        ['Revision', String(s.storage.revision)],
+        ['Compacted to', String(s.storage.compactRevision)],
+        ['Keys', String(s.storage.keys)],
+      ]) : h('p', { class: 'muted' }, s.storageError ? `Error: ${s.storageError}` : 'No data: storage statistics are not wired.')),
+      card(`Readiness: ${s.ready ? 'ready' : 'NOT ready'}`, s.checks?.length
+        ? h('ul', { class: 'checks', id: 'checks' }, s.checks.map((c) => h('li', { class: c.ok ? 'ok' : 'fail' },
+          h('span', { class: 'mark', 'aria-hidden': 'true' }, c.ok ? '✓' : '✗'), `${c.name}: ${c.ok ? 'ok' : 'failed'}`)))
+        : h('p', { class: 'muted' }, 'No data.')),
+      card('Live data', dl([
+        ['Leases', `${store.leases.items.size} (${store.leases.state})`],
+        ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
+        ['Lease watch resourceVersion', store.leases.rv || '—'],
+      ])),
+    ];
+    const mods = s.modules == null
+      ? h('p', { class: 'muted' }, 'No data: strategy modules are not wired.')
+      : s.modules.length === 0 ? h('p', { class: 'muted' }, 'No strategy modules loaded.')
+        : h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'modules' },
+          h('thead', {}, h('tr', {}, MOD_COLS.map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, s.modules.map((m) => {
+            const status = m.loadError ? `load error: ${m.loadError}` : `${m.active ? 'active' : 'inactive'}${m.builtin ? ', built-in' : ''}`;
+            const cells = [m.name || m.file, m.version || '—', status, h('code', { title: m.sha256 }, (m.sha256 || '').slice(0, 12) || '—'),
+              String(m.calls), String(m.errors), nanos(m.latencyP50), nanos(m.latencyP99),
+              m.lastError ? `${m.lastError} (${abs(parseTime(m.lastErrorAt))})` : '—'];
+            return h('tr', {}, cells.map((c, i) => h('td', { 'data-label': MOD_COLS[i] }, c)));
+          }))));
+    body.replaceChildren(h('div', { class: 'cards' }, cards),
+      h('section', { 'aria-labelledby': 'h-mods' }, h('h2', { id: 'h-mods' }, 'Strategy modules'), mods));
+  }
+
+  load();
+  return { update() {}, destroy() { stopped = true; clearTimeout(timer); } };
+}
+
+function card(title, content) {
+  return h('section', { class: 'card' }, h('h2', {}, title), content);
+}
+
+function dl(rows) {
+  return h('dl', { class: 'fields' }, rows.flatMap(([dt, dd]) => [h('dt', {}, dt), h('dd', {}, dd)]));
+}

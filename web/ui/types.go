@@ -1,0 +1,93 @@
+package ui
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// Sources supply the facts the Kubernetes API does not carry. Every field
+// is optional: a nil source makes its view say "no data" instead of
+// failing, so the UI works before election or plugins are wired.
+type Sources struct {
+	// Storage describes the store (revision, size); main passes
+	// storage.Stats converted with StorageStats(st).
+	Storage func(ctx context.Context) (StorageStats, error)
+	// StoragePath is the database file shown on the system view.
+	StoragePath string
+	// Modules lists the loaded strategy modules; main converts each
+	// host.ModuleStatus with Module(m) (the fields are identical).
+	Modules func() []Module
+	// Decisions returns the election decision history of one Lease,
+	// oldest first: (*engine.Engine).Decisions fits as is.
+	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
+}
+
+// StorageStats mirrors storage.Stats field for field, so that main can
+// convert one to the other without this package importing storage.
+type StorageStats struct {
+	Backend         string `json:"backend"`
+	Revision        int64  `json:"revision"`
+	CompactRevision int64  `json:"compactRevision"`
+	Keys            int64  `json:"keys"`
+	SizeBytes       int64  `json:"sizeBytes"`
+}
+
+// Module mirrors plugins/host.ModuleStatus field for field (a Go
+// conversion ignores tags), so that main converts with ui.Module(m) and
+// this package need not import the wazero host.
+type Module struct {
+	Name        string        `json:"name"`
+	File        string        `json:"file"`
+	SHA256      string        `json:"sha256"`
+	Version     string        `json:"version"`
+	Description string        `json:"description,omitempty"`
+	Builtin     bool          `json:"builtin"`
+	Active      bool          `json:"active"`
+	LoadedAt    time.Time     `json:"loadedAt"`
+	Calls       uint64        `json:"calls"`
+	Errors      uint64        `json:"errors"`
+	LastError   string        `json:"lastError,omitempty"`
+	LastErrorAt time.Time     `json:"lastErrorAt,omitzero"`
+	LatencyP50  time.Duration `json:"latencyP50"`
+	LatencyP99  time.Duration `json:"latencyP99"`
+	LatencySum  time.Duration `json:"latencySum"`
+	LoadError   string        `json:"loadError,omitempty"`
+}
+
+// Check is one readiness check as /readyz runs it.
+type Check struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+}
+
+// SystemStatus is the body of /ui/api/v1/system.
+type SystemStatus struct {
+	// ServerTime lets the page correct its countdowns for clock skew
+	// with millisecond precision (the Date header has whole seconds).
+	ServerTime time.Time    `json:"serverTime"`
+	StartTime  time.Time    `json:"startTime"`
+	Version    version.Info `json:"version"`
+	// Storage is nil when no source is wired; StorageError says why it
+	// is missing when the source failed.
+	Storage      *StorageStats `json:"storage"`
+	StoragePath  string        `json:"storagePath,omitempty"`
+	StorageError string        `json:"storageError,omitempty"`
+	// Modules is nil (JSON null, "no data") when no source is wired.
+	Modules    []Module `json:"modules"`
+	Checks     []Check  `json:"checks"`
+	Ready      bool     `json:"ready"`
+	Goroutines int      `json:"goroutines"`
+	HeapBytes  uint64   `json:"heapBytes"`
+}
+
+// Decisions is the body of the decisions endpoint. Available is false
+// when no decision source is wired, so the page can tell "no election
+// data" from "no decisions yet".
+type Decisions struct {
+	Available bool                    `json:"available"`
+	Items     []engine.DecisionRecord `json:"items"`
+}
