@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"time"
 )
 
 // Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
@@ -170,6 +172,57 @@ type Stats struct {
 // StatsReporter is implemented by backends that can describe themselves.
 type StatsReporter interface {
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// Elector is implemented by backends that several leasehold replicas can
+// share (etcd), so that work which must not run twice at once (the
+// election controller, the candidate garbage collector) runs on one replica
+// at a time. A backend private to one process (bbolt) grants leadership at
+// once.
+type Elector interface {
+	// Campaign blocks until this process leads the election called name,
+	// or fails with ctx's error when ctx ends first. Leadership lasts until
+	// the returned channel closes: when ctx ends (the process resigns, so
+	// another replica takes over at once), when the store closes, or when
+	// the backend can no longer vouch for it (an etcd lease that could not
+	// be kept alive). Work done as leader must stop when lost closes.
+	Campaign(ctx context.Context, name string) (lost <-chan struct{}, err error)
+}
+
+// Lead runs fn each time this process becomes the leader of name on e, with
+// a context that ends when leadership is lost, and campaigns again after fn
+// returns, until ctx ends. A failed campaign (the backend unreachable) is
+// logged and retried after retry.
+func Lead(ctx context.Context, e Elector, name string, retry time.Duration, log *slog.Logger, fn func(ctx context.Context)) {
+	for ctx.Err() == nil {
+		term, resign := context.WithCancel(ctx)
+		lost, err := e.Campaign(term, name)
+		if err != nil {
+			resign()
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "Campaign failed; retrying", "election", name, "retry", retry, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(retry):
+				}
+			}
+			continue
+		}
+		go func() {
+			select {
+			case <-lost:
+				resign()
+			case <-term.Done():
+			}
+		}()
+		log.InfoContext(ctx, "Leading", "election", name)
+		fn(term)
+		resign()
+		<-lost // the backend has released leadership before the next campaign
+		if ctx.Err() == nil {
+			log.InfoContext(ctx, "Lost leadership; campaigning again", "election", name)
+		}
+	}
 }
 
 // PrefixEnd returns the smallest key greater than every key with prefix

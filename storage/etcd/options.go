@@ -1,0 +1,106 @@
+package etcd
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Options configure a Store. Endpoints is required; the zero value of every
+// other field selects its default.
+type Options struct {
+	// Endpoints are the etcd client URLs (http://host:2379 or https://...).
+	// List every member (or one load balancer): the client fails over
+	// between them.
+	Endpoints []string
+	// Prefix is prepended to every key, so that several installations can
+	// share one etcd cluster (default "/leasehold"). Keys under
+	// Prefix+"/_leasehold/" are the backend's own (elections, compaction).
+	Prefix string
+	// TLS, when set, secures the client connections (see TLSConfig).
+	TLS *tls.Config
+	// DialTimeout bounds connecting at Open (default 5s).
+	DialTimeout time.Duration
+	// MaxValueBytes is the largest accepted value (default 1.5 MiB, etcd's
+	// default --max-request-bytes); larger writes fail with
+	// ErrValueTooLarge without a round trip.
+	MaxValueBytes int
+	// WatchQueueLimit is how many undelivered responses a watcher may
+	// accumulate before it is ended with ErrCompacted (default 10000).
+	WatchQueueLimit int
+	// CompactInterval is how often etcd's history is compacted, keeping at
+	// least one interval of it, as kube-apiserver's compactor does (default
+	// 5m; negative disables, e.g. when another client compacts).
+	CompactInterval time.Duration
+	// ElectionTTL is the etcd lease time-to-live behind Campaign: how long
+	// a crashed leader keeps leadership (default 3s, whole seconds).
+	ElectionTTL time.Duration
+	// Logger receives operational messages (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Endpoints) == 0 {
+		return o, errors.New("no etcd endpoints given")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "/leasehold"
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 3 << 19 // 1.5 MiB
+	}
+	if o.WatchQueueLimit <= 0 {
+		o.WatchQueueLimit = 10000
+	}
+	if o.CompactInterval == 0 {
+		o.CompactInterval = 5 * time.Minute
+	}
+	if o.ElectionTTL <= 0 {
+		o.ElectionTTL = 3 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// TLSConfig builds a client TLS configuration from PEM files, with the
+// meaning of kube-apiserver's --etcd-cafile, --etcd-certfile and
+// --etcd-keyfile: caFile verifies the servers (system roots when empty),
+// certFile and keyFile (both or neither) authenticate this client. It
+// returns nil when all three are empty.
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd CA file %s holds no PEM certificate", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("etcd client certificate and key must be given together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

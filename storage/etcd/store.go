@@ -1,0 +1,302 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/storage"
+)
+
+// Store is a storage.Interface on an etcd cluster. Create it with Open.
+type Store struct {
+	opts   Options
+	client *clientv3.Client
+	log    *slog.Logger
+	prefix string
+	// metaKey is a reserved key that is never written; reads of it carry
+	// the store's revision in their header at the cost of an empty range.
+	metaKey string
+
+	compactRev atomic.Int64 // last known etcd compact revision (a lower bound)
+
+	closed atomic.Bool
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+}
+
+var (
+	_ storage.Interface     = (*Store)(nil)
+	_ storage.StatsReporter = (*Store)(nil)
+	_ storage.Elector       = (*Store)(nil)
+)
+
+// Open connects to etcd and checks that it answers within
+// Options.DialTimeout.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		TLS:         opts.TLS,
+		Logger:      newZapLogger(opts.Logger.With("component", "etcd-client")),
+		// Keepalives detect a dead member behind a half-open connection,
+		// so that requests and watches move to a live one.
+		DialKeepAliveTime:    5 * opts.DialTimeout,
+		DialKeepAliveTimeout: opts.DialTimeout,
+		// Above MaxValueBytes, so that an oversized request reaches etcd
+		// and fails with its own limit (ErrValueTooLarge).
+		MaxCallSendMsgSize: opts.MaxValueBytes + 1<<20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
+	}
+	s := &Store{
+		opts:    opts,
+		client:  client,
+		log:     opts.Logger,
+		prefix:  opts.Prefix,
+		metaKey: opts.Prefix + reservedDir + "revision",
+		done:    make(chan struct{}),
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	rev, err := s.CurrentRevision(cctx)
+	cancel()
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("etcd: no answer from %v within %s: %w", opts.Endpoints, opts.DialTimeout, err)
+	}
+	if opts.CompactInterval > 0 {
+		s.wg.Go(s.compactor)
+	}
+	s.log.InfoContext(ctx, "storage opened", "backend", "etcd", "endpoints", strings.Join(opts.Endpoints, ","), "prefix", opts.Prefix, "revision", rev)
+	return s, nil
+}
+
+// reservedDir holds the backend's own keys, below Options.Prefix.
+const reservedDir = "/_leasehold/"
+
+// Close stops background work, resigns held leaderships, ends open watches
+// with ErrClosed and closes the client. It is safe to call twice.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.done)
+	s.wg.Wait()
+	if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("etcd: close: %w", err)
+	}
+	return nil
+}
+
+// Client is the underlying etcd client, for operators' tooling and tests.
+func (s *Store) Client() *clientv3.Client { return s.client }
+
+func (s *Store) key(k string) string { return s.prefix + k }
+
+func (s *Store) fromKV(kv *clientv3.GetResponse, i int) storage.KeyValue {
+	src := kv.Kvs[i]
+	return storage.KeyValue{
+		Key:            strings.TrimPrefix(string(src.Key), s.prefix),
+		Value:          src.Value,
+		CreateRevision: src.CreateRevision,
+		ModRevision:    src.ModRevision,
+	}
+}
+
+// wrapErr maps etcd's errors onto the storage sentinels.
+func (s *Store) wrapErr(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("etcd: %s: %w", op, storage.ErrClosed)
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return fmt.Errorf("etcd: %s: %w", op, storage.ErrCompacted)
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return fmt.Errorf("etcd: %s: %w", op, storage.ErrFutureRevision)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return fmt.Errorf("etcd: %s: %w", op, storage.ErrValueTooLarge)
+	}
+	return fmt.Errorf("etcd: %s: %w", op, err)
+}
+
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return storage.ErrClosed
+	}
+	return nil
+}
+
+// Get reads key linearizably (a quorum read), so a replica never answers
+// with data older than a write another replica acknowledged.
+func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
+	if err := s.checkOpen(); err != nil {
+		return storage.KeyValue{}, err
+	}
+	resp, err := s.client.Get(ctx, s.key(key))
+	if err != nil {
+		return storage.KeyValue{}, s.wrapErr("get "+key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return storage.KeyValue{}, fmt.Errorf("etcd: get %s: %w", key, storage.ErrNotFound)
+	}
+	return s.fromKV(resp, 0), nil
+}
+
+// Create puts key only if it does not exist (create revision 0).
+func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
+	if err := s.checkWrite(value); err != nil {
+		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
+	}
+	k := s.key(key)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(value))).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, s.wrapErr("create "+key, err)
+	}
+	if !resp.Succeeded {
+		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, storage.ErrKeyExists)
+	}
+	rev := resp.Header.Revision
+	return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: rev, ModRevision: rev}, nil
+}
+
+// Update puts key only if its mod revision is expectedModRevision; on a
+// mismatch the else branch reads the key to tell conflict from absence in
+// the same round trip.
+func (s *Store) Update(ctx context.Context, key string, value []byte, expectedModRevision int64) (storage.KeyValue, error) {
+	if err := s.checkWrite(value); err != nil {
+		return storage.KeyValue{}, fmt.Errorf("etcd: update %s: %w", key, err)
+	}
+	k := s.key(key)
+	// etcd compares a missing key as revision 0: requiring a positive
+	// create revision keeps Update from creating keys.
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
+			clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).
+		Then(clientv3.OpPut(k, string(value), clientv3.WithPrevKV())).
+		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, s.wrapErr("update "+key, err)
+	}
+	if !resp.Succeeded {
+		return storage.KeyValue{}, s.casFailure("update", key, resp)
+	}
+	rev := resp.Header.Revision
+	created := rev // unreachable fallback: the compare proved the key exists
+	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+		created = prev.CreateRevision
+	}
+	return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: created, ModRevision: rev}, nil
+}
+
+// Delete removes key, if expectedModRevision is 0 or its mod revision.
+func (s *Store) Delete(ctx context.Context, key string, expectedModRevision int64) (storage.KeyValue, int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return storage.KeyValue{}, 0, err
+	}
+	k := s.key(key)
+	var cmps []clientv3.Cmp
+	if expectedModRevision != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision))
+	}
+	resp, err := s.client.Txn(ctx).
+		If(cmps...).
+		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
+		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, 0, s.wrapErr("delete "+key, err)
+	}
+	if !resp.Succeeded {
+		return storage.KeyValue{}, 0, s.casFailure("delete", key, resp)
+	}
+	del := resp.Responses[0].GetResponseDeleteRange()
+	if del.Deleted == 0 || len(del.PrevKvs) == 0 {
+		return storage.KeyValue{}, 0, fmt.Errorf("etcd: delete %s: %w", key, storage.ErrNotFound)
+	}
+	p := del.PrevKvs[0]
+	prev := storage.KeyValue{Key: key, Value: p.Value, CreateRevision: p.CreateRevision, ModRevision: p.ModRevision}
+	return prev, resp.Header.Revision, nil
+}
+
+// casFailure reads the else branch of a failed compare-and-swap.
+func (s *Store) casFailure(op, key string, resp *clientv3.TxnResponse) error {
+	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+		return fmt.Errorf("etcd: %s %s: %w", op, key, storage.ErrConflict)
+	}
+	return fmt.Errorf("etcd: %s %s: %w", op, key, storage.ErrNotFound)
+}
+
+func (s *Store) checkWrite(value []byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if len(value) > s.opts.MaxValueBytes {
+		return fmt.Errorf("%d bytes (limit %d): %w", len(value), s.opts.MaxValueBytes, storage.ErrValueTooLarge)
+	}
+	return nil
+}
+
+// CurrentRevision is etcd's revision, read linearizably: it covers every
+// write acknowledged by any replica sharing the cluster.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	resp, err := s.client.Get(ctx, s.metaKey, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, s.wrapErr("current revision", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Stats counts the keys under the prefix (the backend's own excluded) and
+// reports the database size of the first endpoint that answers.
+func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
+	st := storage.Stats{Backend: "etcd"}
+	if err := s.checkOpen(); err != nil {
+		return st, err
+	}
+	all, err := s.client.Get(ctx, s.prefix, clientv3.WithRange(storage.PrefixEnd(s.prefix)), clientv3.WithCountOnly())
+	if err != nil {
+		return st, s.wrapErr("stats", err)
+	}
+	own, err := s.client.Get(ctx, s.prefix+reservedDir, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(all.Header.Revision))
+	if err != nil {
+		return st, s.wrapErr("stats", err)
+	}
+	st.Revision, st.Keys = all.Header.Revision, all.Count-own.Count
+	if st.CompactRevision, err = s.CompactRevision(ctx); err != nil {
+		return st, err
+	}
+	for _, ep := range s.client.Endpoints() {
+		if status, err := s.client.Status(ctx, ep); err == nil {
+			st.SizeBytes = status.DbSize
+			break
+		}
+	}
+	return st, nil
+}
+
+// clone copies the caller's buffer, which it may reuse after the call.
+func clone(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return append([]byte(nil), b...)
+}
