@@ -1,6 +1,11 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t leasehold .
-# Run:   docker run -p 8080:8080 -v leasehold-data:/data leasehold
+# Run:   docker run -p 8443:8443 -v leasehold-data:/data \
+#          -v $PWD/tokens.csv:/etc/leasehold/tokens.csv:ro leasehold
+# The server listens off loopback, so it is secure by default: HTTPS with a
+# CA generated into /data/pki on first start, and bearer tokens from the
+# mounted token file (kube-apiserver's token,user,uid,"groups" CSV; mount it
+# as a secret). /data/kubeconfig then holds the CA and the file's first token.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -12,11 +17,18 @@ RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/leaseho
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/leasehold /usr/local/bin/leasehold
-# The database and generated kubeconfig live on this volume.
+# The database, generated certificates and kubeconfig live on this volume.
 VOLUME /data
 ENV LEASEHOLD_DATA_DIR=/data \
-    LEASEHOLD_LISTEN=0.0.0.0:8080
-EXPOSE 8080
+    LEASEHOLD_LISTEN=0.0.0.0:8443 \
+    LEASEHOLD_TOKEN_AUTH_FILE=/etc/leasehold/tokens.csv \
+    LEASEHOLD_LOG_FORMAT=json \
+    LEASEHOLD_SHUTDOWN_DELAY_DURATION=1s
+EXPOSE 8443
 USER nonroot:nonroot
+# Distroless has no curl: the binary probes its own /readyz (reading
+# LEASEHOLD_LISTEN and the CA in LEASEHOLD_DATA_DIR).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["/usr/local/bin/leasehold", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/leasehold"]
 CMD ["serve"]

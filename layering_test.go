@@ -124,6 +124,12 @@ var allowedDirectDeps = map[string]bool{
 	"github.com/google/uuid":               true,
 	"gopkg.in/evanphx/json-patch.v4":       true,
 	"golang.org/x/sys":                     true,
+	"go.etcd.io/etcd/client/v3":            true, // storage/etcd
+	"go.etcd.io/etcd/api/v3":               true, // storage/etcd: etcd's error values
+	"github.com/chromedp/chromedp":         true, // web/ui browser tests only
+	"github.com/chromedp/cdproto":          true, // web/ui browser tests only
+	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog
+	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
 }
 
 // TestDirectDependencies keeps go.mod's direct requirements to the allowlist

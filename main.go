@@ -5,6 +5,8 @@
 // Usage:
 //
 //	leasehold [serve] [flags]   run the server (the default command)
+//	leasehold run [flags] -- COMMAND   run COMMAND only while holding a lease
+//	leasehold leader [flags]    print a lease's holder
 //	leasehold version           print version information
 //
 // Every serve flag has an environment twin, LEASEHOLD_<FLAG> in upper snake
@@ -22,13 +24,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/version"
@@ -37,8 +38,12 @@ import (
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
+	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/leaserun"
+	"github.com/leasehold/leasehold/web/loadgen"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -55,7 +60,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signalContext(isServeCommand(os.Args[1:]))
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
 	os.Exit(code)
@@ -86,6 +91,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return 0
 	case "plugin":
 		return runPlugin(ctx, args, stdout, stderr)
+	case "bench":
+		return loadgen.Main(ctx, args, stdout, stderr)
+	case "run":
+		return leaserun.Run(ctx, args, stdout, stderr)
+	case "leader":
+		return leaserun.Leader(ctx, args, stdout, stderr)
+	case "kubeconfig":
+		return runKubeconfig(args, stdout, stderr)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, stdout, stderr)
+	case "backup":
+		return runBackup(ctx, args, stdout, stderr)
+	case "restore":
+		return runRestore(ctx, args, stdout, stderr)
+	case "compact":
+		return runCompact(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "leasehold %s (Kubernetes API v%s.%s, %s %s/%s)\n",
 			Version, kubeMajor, kubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -109,6 +130,22 @@ Usage:
                               check a strategy module against the plugin ABI
   leasehold plugin test FILE.wasm [--input snapshot.json]
                               run a strategy module offline and print its decision
+  leasehold run --lease NAME [flags] -- COMMAND [ARGS...]
+                              run COMMAND only while holding the lease (see "leasehold run --help")
+  leasehold leader --lease NAME [--watch]
+                              print the lease's current holder (and follow changes)
+  leasehold kubeconfig --server URL [--token-file F | --client-certificate F --client-key F]
+                              print a kubeconfig for a server (-o yaml|json)
+  leasehold healthcheck [--url URL]
+                              exit 0 when the local server is ready (for Docker HEALTHCHECK)
+  leasehold backup [--data-dir D] FILE
+                              write a consistent copy of the database (from the running server or the file)
+  leasehold restore [--data-dir D] FILE
+                              replace the database with a checked backup (server stopped)
+  leasehold compact [--data-dir D]
+                              rewrite the database file to reclaim free space (server stopped)
+  leasehold bench [flags]     measure renewals/s, latency and server CPU against a server
+                              (see "leasehold bench --help" and docs/bench.sh)
   leasehold version           print version information
 `)
 }
@@ -191,6 +228,20 @@ type serveConfig struct {
 	PluginsDir      string
 	PluginTimeout   time.Duration
 	MaxBodyBytes    int
+	// ProfilingListen serves /debug/pprof/ on its own address ("": off).
+	ProfilingListen string
+	// Storage is the backend: "bbolt" (one file in DataDir) or "etcd".
+	Storage         string
+	EtcdEndpoints   string // comma-separated client URLs
+	EtcdPrefix      string
+	EtcdCAFile      string
+	EtcdCertFile    string
+	EtcdKeyFile     string
+	EtcdDialTimeout time.Duration
+	// Security holds TLS, authentication, authorization and limits.
+	Security securityConfig
+	// onCommit observes storage commits (set by serve for bbolt).
+	onCommit func(d time.Duration, writes int, err error)
 }
 
 // envPrefix is the prefix of every flag's environment twin.
@@ -217,6 +268,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", time.Second, "wall-clock limit of one strategy decision; a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
+	fs.StringVar(&cfg.ProfilingListen, "profiling-listen", "", "`address` to serve unauthenticated Go profiling endpoints (/debug/pprof/) on, e.g. 127.0.0.1:6060 (default off)")
+	fs.StringVar(&cfg.Storage, "storage", "bbolt", "storage `backend`: bbolt (one file in the data directory) or etcd (an etcd cluster that several replicas share)")
+	fs.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs` (with --storage etcd), e.g. https://etcd-0:2379,https://etcd-1:2379")
+	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/leasehold", "etcd key `prefix`, so that several installations can share one etcd cluster")
+	fs.StringVar(&cfg.EtcdCAFile, "etcd-cafile", "", "PEM `file` with the CA certificates that verify the etcd servers (default: system roots, when the endpoints use https)")
+	fs.StringVar(&cfg.EtcdCertFile, "etcd-certfile", "", "PEM client certificate `file` for etcd (with --etcd-keyfile)")
+	fs.StringVar(&cfg.EtcdKeyFile, "etcd-keyfile", "", "PEM client key `file` for etcd (with --etcd-certfile)")
+	fs.DurationVar(&cfg.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for etcd at startup before giving up")
+	cfg.Security.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: leasehold serve [flags]\n\nFlags (each also read from its environment variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -270,6 +330,21 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
 	}
+	switch cfg.Storage {
+	case "bbolt":
+	case "etcd":
+		if len(splitList(cfg.EtcdEndpoints)) == 0 {
+			return cfg, errors.New("--storage etcd needs --etcd-endpoints")
+		}
+		if cfg.EtcdDialTimeout <= 0 {
+			return cfg, fmt.Errorf("invalid --etcd-dial-timeout %s: must be positive", cfg.EtcdDialTimeout)
+		}
+	default:
+		return cfg, fmt.Errorf("invalid --storage %q: use bbolt or etcd", cfg.Storage)
+	}
+	if err := cfg.Security.validate(cfg.Listen); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -285,18 +360,26 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(addr string)) error {
 	logger := newLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	start := time.Now()
+	if err := startProfiling(ctx, cfg.ProfilingListen, logger); err != nil {
+		return err
+	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	dbPath := filepath.Join(cfg.DataDir, "leasehold.db")
-	store, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory, Logger: logger.With("component", "storage")})
+	sec, err := loadSecurity(&cfg.Security, cfg.Listen, cfg.DataDir, logger)
 	if err != nil {
-		return fmt.Errorf("open database %s: %w", dbPath, err)
+		return err
+	}
+	ops := newServeOps(&cfg.Security)
+	cfg.onCommit = ops.onCommit
+	store, dbPath, err := openStore(ctx, cfg, logger.With("component", "storage"))
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
-			logger.Error("Closing database failed", "path", dbPath, "err", err)
+			logger.Error("Closing storage failed", "storage", dbPath, "err", err)
 		}
 	}()
 
@@ -308,15 +391,17 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 	// Strategy modules: the embedded built-ins are compiled (from the disk
 	// cache when warm) before the server reports ready; the plugins
 	// directory is then watched for new, changed and removed modules.
-	var ctrl *election.Controller
+	// ctrl is the election controller this replica runs, nil while another
+	// replica sharing the store leads.
+	var ctrl atomic.Pointer[election.Controller]
 	plugins, err := host.New(ctx, host.Options{
 		DataDir:     cfg.DataDir,
 		Dir:         cfg.PluginsDir,
 		CallTimeout: cfg.PluginTimeout,
 		Logger:      logger,
 		OnChange: func() {
-			if ctrl != nil {
-				ctrl.Resync()
+			if c := ctrl.Load(); c != nil {
+				c.Resync()
 			}
 		},
 	})
@@ -329,9 +414,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 	if fb, ok := plugins.Builtin(election.OldestEmulationVersion); ok {
 		electionOpts.Fallback = fb
 	}
-	ctrl, err = election.New(electionOpts)
+	first, err := election.New(electionOpts)
 	if err != nil {
 		return fmt.Errorf("start election controller: %w", err)
+	}
+	if cfg.Storage == "bbolt" {
+		ctrl.Store(first) // a single server is ready only once its controller synced
 	}
 	// Background work stops before the database closes (deferred above).
 	var background sync.WaitGroup
@@ -339,21 +427,30 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	background.Go(func() { _ = plugins.Run(bgCtx) })
-	background.Go(func() { _ = ctrl.Run(bgCtx) })
+	// The controller and its candidate GC run on one replica at a time: the
+	// store elects it (at once on bbolt), and a successor starts a fresh
+	// controller with fresh caches.
+	background.Go(func() {
+		storage.Lead(bgCtx, store, "election-controller", time.Second, logger.With("component", "election"), func(ctx context.Context) {
+			c := first
+			first = nil // each term gets a fresh controller
+			if c == nil {
+				var err error
+				if c, err = election.New(electionOpts); err != nil {
+					logger.Error("Starting the election controller failed", "err", err)
+					return
+				}
+			}
+			ctrl.Store(c)
+			defer ctrl.Store(nil)
+			_ = c.Run(ctx)
+		})
+	})
 
-	srv, err := web.NewServer(web.Options{
-		Engine:  eng,
-		Logger:  logger.With("component", "web"),
-		Version: versionInfo(),
-		Ready: func() error {
-			if err := plugins.Ready(); err != nil {
-				return err
-			}
-			if !ctrl.Synced() {
-				return errors.New("election controller has not synced yet")
-			}
-			return nil
-		},
+	wopts := web.Options{
+		Engine:              eng,
+		Logger:              logger.With("component", "web"),
+		Version:             versionInfo(),
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 		UI: ui.Sources{
 			Storage: func(ctx context.Context) (ui.StorageStats, error) {
@@ -371,7 +468,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 			},
 			Decisions: eng.Decisions,
 		},
-	})
+	}
+	ops.configure(&wopts, &cfg, sec, store, plugins, &ctrl)
+	srv, err := web.NewServer(wopts)
 	if err != nil {
 		return fmt.Errorf("create HTTP server: %w", err)
 	}
@@ -381,18 +480,22 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := ln.Addr().String()
-	serverURL := "http://" + addr
+	serverURL := kubeconfigServer(sec.scheme(), addr)
 
 	if cfg.WriteKubeconfig != "-" {
-		if err := writeKubeconfig(cfg.WriteKubeconfig, serverURL); err != nil {
+		content, err := sec.kubeconfig(serverURL)
+		if err == nil {
+			err = writeKubeconfig(cfg.WriteKubeconfig, content)
+		}
+		if err != nil {
 			ln.Close()
 			return err
 		}
 		abs, _ := filepath.Abs(cfg.WriteKubeconfig)
-		logger.Info("Wrote kubeconfig", "path", abs, "hint", "export KUBECONFIG="+abs)
+		logger.Info("Wrote kubeconfig", "path", abs, "mode", "0600", "user", sec.TokenUser, "hint", "export KUBECONFIG="+abs)
 	}
 
-	logger.Info("Serving the Lease API", "url", serverURL, "database", dbPath,
+	logger.Info("Serving the Lease API", "url", serverURL, "storage", dbPath,
 		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
 	if ready != nil {
 		ready(addr)
@@ -442,48 +545,51 @@ func versionInfo() version.Info {
 	}
 }
 
-// writeKubeconfig writes a kubeconfig pointing at serverURL with mode 0600,
-// atomically (a reader never sees a half-written file).
-func writeKubeconfig(path, serverURL string) error {
-	content := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: leasehold
-  cluster:
-    server: %s
-contexts:
-- name: leasehold
-  context:
-    cluster: leasehold
-    user: leasehold
-    namespace: default
-current-context: leasehold
-users:
-- name: leasehold
-  user: {}
-preferences: {}
-`, serverURL)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
+// backend is what serve needs of a storage backend.
+type backend interface {
+	storage.Interface
+	storage.StatsReporter
+	storage.Elector
+}
+
+// openStore opens the configured backend. The returned string names it in
+// logs and the UI: the bbolt file, or the etcd endpoints and prefix.
+func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (backend, string, error) {
+	if cfg.Storage == "etcd" {
+		tlsCfg, err := etcd.TLSConfig(cfg.EtcdCAFile, cfg.EtcdCertFile, cfg.EtcdKeyFile)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := etcd.Open(ctx, etcd.Options{
+			Endpoints:   splitList(cfg.EtcdEndpoints),
+			Prefix:      cfg.EtcdPrefix,
+			TLS:         tlsCfg,
+			DialTimeout: cfg.EtcdDialTimeout,
+			// etcd keeps history until compacted: compact so that
+			// --watch-history of it stays, as on bbolt.
+			CompactInterval: cfg.WatchHistory,
+			Logger:          log,
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return s, "etcd " + cfg.EtcdEndpoints + " " + cfg.EtcdPrefix, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".kubeconfig-*")
+	dbPath := filepath.Join(cfg.DataDir, "leasehold.db")
+	s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory, Logger: log, OnCommit: cfg.onCommit})
 	if err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("open database %s: %w", dbPath, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(content); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write kubeconfig: %w", err)
+	return s, dbPath, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
 	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	return nil
+	return out
 }

@@ -62,6 +62,8 @@ type kind struct {
 
 	// fieldManagers per served version.
 	fieldManagers map[string]*managedfields.FieldManager
+	// fast is the renewal fast path of managedFields (fastfields.go).
+	fast *fastKind
 }
 
 // served returns the kind for a scope, or a 404 when the scope names
@@ -121,6 +123,7 @@ func newLeaseKind() *kind {
 		},
 	}
 	k.columns, k.cells = leaseTable()
+	k.fast = newLeaseFast()
 	return k
 }
 
@@ -188,6 +191,7 @@ func newLeaseCandidateKind() *kind {
 		},
 	}
 	k.columns, k.cells = leaseCandidateTable()
+	k.fast = newLeaseCandidateFast()
 	return k
 }
 

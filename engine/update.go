@@ -35,9 +35,13 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	dedupOwnerReferences(ctx, in)
 	fm := k.fieldManagers[s.Version]
 	manager := managerOrUserAgent(opts.FieldManager, s.UserAgent)
-	transform := func(_ context.Context, live object, _ bool) (object, error) {
+	apiVersion := k.gvk(s.Version).GroupVersion().String()
+	transform := func(_ context.Context, live object, exists bool) (object, error) {
 		// Each attempt starts again from the request's object.
 		n := in.DeepCopyObject().(object)
+		if exists && k.fastUpdate(live, n, manager, apiVersion) {
+			return n, nil // a renewal: same result, without the field manager
+		}
 		return fm.UpdateNoErrors(live, n, manager).(object), nil
 	}
 	res, err := e.guaranteedUpdate(ctx, k, s.Namespace, name, string(in.GetUID()), isDryRun(opts.DryRun), transform)

@@ -13,30 +13,31 @@ import (
 	"github.com/leasehold/leasehold/web/apiserver"
 )
 
-// check is one named health check.
-type check struct {
-	name string
-	fn   func() error
-}
-
 func ok() error { return nil }
 
 var errShuttingDown = errors.New("process is shutting down")
 
 // checks lists the checks of /healthz, /livez and /readyz, like
-// kube-apiserver's: ping and log always pass, storage is Options.Ready,
-// and readyz fails once shutdown has begun.
-func (s *Server) checks(endpoint string) []check {
-	ready := s.ready
-	if ready == nil {
-		ready = ok
+// kube-apiserver's: ping and log always pass; livez depends on nothing
+// else (a failing livez gets the process restarted, which a storage
+// outage does not warrant); healthz and readyz add Options.Ready (as
+// "storage") and Options.ReadyChecks, and readyz fails once shutdown has
+// begun.
+func (s *Server) checks(endpoint string) []Check {
+	list := []Check{{"ping", ok}, {"log", ok}}
+	if endpoint == "livez" {
+		return list
 	}
-	list := []check{{"ping", ok}, {"log", ok}}
-	switch endpoint {
-	case "healthz":
-		list = append(list, check{"storage", ready})
-	case "readyz":
-		list = append(list, check{"storage", ready}, check{"shutdown", func() error {
+	if s.ready != nil || len(s.extra) == 0 {
+		ready := s.ready
+		if ready == nil {
+			ready = ok
+		}
+		list = append(list, Check{"storage", ready})
+	}
+	list = append(list, s.extra...)
+	if endpoint == "readyz" {
+		list = append(list, Check{"shutdown", func() error {
 			if s.stopping.Load() {
 				return errShuttingDown
 			}
@@ -58,12 +59,12 @@ func splitCheckPath(p string) (endpoint, check string, ok bool) {
 func (s *Server) serveHealth(rc *fasthttp.RequestCtx, endpoint, only string) {
 	checks := s.checks(endpoint)
 	if only != "" {
-		i := slices.IndexFunc(checks, func(c check) bool { return c.name == only })
+		i := slices.IndexFunc(checks, func(c Check) bool { return c.Name == only })
 		if i < 0 {
 			notFound(rc)
 			return
 		}
-		if err := checks[i].fn(); err != nil {
+		if err := checks[i].Check(); err != nil {
 			httpError(rc, fmt.Sprintf("internal server error: %v", err), http.StatusInternalServerError)
 			return
 		}
@@ -78,19 +79,19 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, endpoint, only string) {
 	var out strings.Builder
 	var failed []string
 	for _, c := range checks {
-		if excluded[c.name] {
-			delete(excluded, c.name)
-			fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.name)
+		if excluded[c.Name] {
+			delete(excluded, c.Name)
+			fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.Name)
 			continue
 		}
-		if err := c.fn(); err != nil {
+		if err := c.Check(); err != nil {
 			// The reason stays in the log: the endpoint is public.
-			fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.name)
-			failed = append(failed, c.name)
-			s.log.Info("Health check failed", "endpoint", endpoint, "check", c.name, "err", err.Error())
+			fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.Name)
+			failed = append(failed, c.Name)
+			s.log.Info("Health check failed", "endpoint", endpoint, "check", c.Name, "err", err.Error())
 			continue
 		}
-		fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+		fmt.Fprintf(&out, "[+]%s ok\n", c.Name)
 	}
 	if len(excluded) > 0 {
 		names := make([]string, 0, len(excluded))

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,28 +12,77 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/web/apiserver"
+	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/ui"
 )
 
-// serve is the root handler: kube-apiserver's generic filters (audit ID,
-// cache control, panic recovery), then the endpoints.
+// serve is the root handler, kube-apiserver's filter chain in its order:
+// audit ID and cache control, panic recovery, authentication,
+// authorization, the in-flight and watch limits, then the endpoints; the
+// access log line and the request metrics are written last.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
-	var start time.Time
-	logging := s.log.Enabled(context.Background(), slog.LevelDebug)
-	if logging {
-		start = time.Now()
-	}
+	start := time.Now()
 	s.begin(rc)
+	info := auth.NewRequestInfo(string(rc.Method()), string(rc.Path()), rc.QueryArgs())
+	user := auth.Anonymous
+	defer func() { s.logRequest(rc, &info, &user, start) }()
 	defer s.recoverPanic(rc)
-	s.route(rc)
-	if logging {
-		s.log.LogAttrs(context.Background(), slog.LevelDebug, "Served request",
-			slog.String("requestID", string(rc.Response.Header.Peek("Audit-Id"))),
-			slog.String("method", string(rc.Method())),
-			slog.String("uri", string(rc.RequestURI())),
-			slog.Int("status", rc.Response.StatusCode()),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("userAgent", string(rc.UserAgent())))
+
+	public := isHealthPath(info.Path) || ui.Public(rc)
+	if !public && s.authn.Enabled() {
+		u, err := s.authn.Authenticate(rc.Request.Header.Peek("Authorization"), rc.TLSConnectionState())
+		if err != nil {
+			user = auth.User{}
+			s.api.WriteError(rc, auth.Unauthorized())
+			return
+		}
+		user = u
+		apiserver.SetUser(rc, u.Name)
+		if s.authz != nil {
+			if allowed, reason := s.authz.Authorize(u, info); !allowed {
+				s.api.WriteError(rc, auth.Forbidden(u, info, reason))
+				return
+			}
+		}
 	}
+	switch {
+	case info.Verb == "watch" && info.IsResourceRequest:
+		release, ok := s.limits.acquireWatch(user.Name + "@" + rc.RemoteIP().String())
+		if !ok {
+			tooManyRequests(rc)
+			return
+		}
+		ended := s.metrics.WatchStarted()
+		done := func() { release(); ended() }
+		apiserver.OnStreamEnd(rc, done)
+		s.route(rc)
+		if !rc.Response.IsBodyStream() {
+			done() // the watch failed before streaming
+		}
+	case public:
+		s.route(rc)
+	default:
+		if !s.limits.acquire() {
+			tooManyRequests(rc)
+			return
+		}
+		defer s.limits.release()
+		s.route(rc)
+	}
+}
+
+// isHealthPath reports the health endpoints, which are public: probes
+// carry no credentials, and they reveal no data (failure reasons are
+// withheld).
+func isHealthPath(p string) bool {
+	for _, e := range [...]string{"/healthz", "/livez", "/readyz"} {
+		if p == e || (strings.HasPrefix(p, e) && p[len(e)] == '/') {
+			return true
+		}
+	}
+	return false
 }
 
 // route dispatches by path.
@@ -50,6 +98,10 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 		notFound(rc)
 	case p == "/version" || p == "/version/":
 		s.serveVersion(rc)
+	case p == "/metrics":
+		s.serveMetrics(rc)
+	case p == backupPath && s.backup != nil:
+		s.serveBackup(rc)
 	default:
 		if s.ui.Serve(rc) { // /ui/..., and / for browsers
 			return
@@ -60,11 +112,17 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 	}
 }
 
-// begin sets the headers every response carries: Audit-Id and the
-// default Cache-Control (handlers may override it, as discovery does).
+// begin sets the headers every response carries: Audit-Id, the default
+// Cache-Control (handlers may override it, as discovery does), nosniff,
+// and over TLS HSTS (browsers then never downgrade to plain HTTP).
 func (s *Server) begin(rc *fasthttp.RequestCtx) {
-	rc.Response.Header.Set("Audit-Id", s.ids.next())
-	rc.Response.Header.Set("Cache-Control", "no-cache, private")
+	h := &rc.Response.Header
+	h.Set("Audit-Id", s.ids.next())
+	h.Set("Cache-Control", "no-cache, private")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if s.tls != nil {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 }
 
 // recoverPanic turns a handler panic into a logged 500 Status so that bad
@@ -80,8 +138,8 @@ func (s *Server) recoverPanic(rc *fasthttp.RequestCtx) {
 		slog.String("path", string(rc.Path())), slog.String("panic", fmt.Sprint(v)),
 		slog.String("stack", string(debug.Stack())))
 	rc.Response.Reset()
+	s.begin(rc)
 	rc.Response.Header.Set("Audit-Id", id)
-	rc.Response.Header.Set("Cache-Control", "no-cache, private")
 	s.api.WriteError(rc, fmt.Errorf("panic: %v", v))
 }
 

@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/web/apiserver"
+	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -26,14 +30,49 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported by /version.
 	Version VersionInfo
-	// Ready reports readiness for /readyz and /healthz; nil means ready.
+	// Ready reports readiness for /readyz and /healthz as the check
+	// named "storage"; nil means ready. ReadyChecks name finer checks.
 	Ready func() error
+	// ReadyChecks are further named /readyz and /healthz checks
+	// (/readyz/<name> runs one), after "ping" and "log".
+	ReadyChecks []Check
 	// MaxRequestBodyBytes bounds request bodies (413 above); 0 means
 	// kube-apiserver's default of 3 MiB.
 	MaxRequestBodyBytes int
 	// UI feeds the built-in web UI (/ui/) the facts the Kubernetes API
 	// does not carry; any field may be nil (its view then says "no data").
 	UI ui.Sources
+
+	// TLS, when set, makes Serve speak HTTPS. Client certificates are
+	// verified by Auth, so ClientAuth should be tls.RequestClientCert
+	// when Auth.ClientCAs is set.
+	TLS *tls.Config
+	// Auth authenticates requests; nil or empty means every request is
+	// anonymous and allowed (the loopback default).
+	Auth *auth.Authenticator
+	// Policies authorizes authenticated requests (ABAC); nil allows
+	// every authenticated user everything.
+	Policies auth.Policies
+	// Metrics records what /metrics reports; nil creates a registry.
+	// The server adds lease, storage and plugin sources from Engine and UI.
+	Metrics *metrics.Registry
+	// Election feeds the election counters of /metrics; nil leaves them out.
+	Election func() (metrics.Election, bool)
+	// Backup, when set, serves GET /leasehold/v1/backup: a consistent
+	// copy of the database (storage/boltdb's Store.Backup fits).
+	Backup func(ctx context.Context, w io.Writer) (int64, error)
+	// Limits bound what clients may hold; zero fields get defaults.
+	Limits Limits
+	// ShutdownDelay keeps serving, with /readyz failing, for this long
+	// after shutdown begins, so that load balancers stop sending new
+	// requests first (kube-apiserver's --shutdown-delay-duration).
+	ShutdownDelay time.Duration
+}
+
+// Check is one named health check.
+type Check struct {
+	Name  string
+	Check func() error
 }
 
 // shutdownGrace bounds how long Serve waits for in-flight requests.
@@ -45,7 +84,15 @@ type Server struct {
 	api     *apiserver.Handler
 	ui      *ui.Handler
 	ready   func() error
+	extra   []Check
 	maxBody int
+	tls     *tls.Config
+	authn   *auth.Authenticator
+	authz   auth.Policies
+	metrics *metrics.Registry
+	backup  func(ctx context.Context, w io.Writer) (int64, error)
+	limits  *limiter
+	delay   time.Duration
 	version []byte // /version body, rendered once
 
 	// streams is cancelled when shutdown starts, ending watch streams.
@@ -62,7 +109,11 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("web: Options.Engine is required")
 	}
-	s := &Server{log: opts.Logger, ready: opts.Ready, maxBody: opts.MaxRequestBodyBytes}
+	s := &Server{
+		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
+		tls: opts.TLS, authn: opts.Auth, authz: opts.Policies, metrics: opts.Metrics,
+		backup: opts.Backup, delay: opts.ShutdownDelay,
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +140,11 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.ids = newAuditIDs()
+	s.limits = newLimiter(opts.Limits)
+	if s.metrics == nil {
+		s.metrics = metrics.New()
+	}
+	s.metrics.SetSources(s.metricSources(opts))
 	s.handler = s.serve
 	return s, nil
 }
@@ -113,11 +169,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// (closing on unread data would reset the connection under it);
 		// beyond that errorHandler answers and the connection closes.
 		MaxRequestBodySize: 2 * s.maxBody,
-		ReadBufferSize:     16 << 10,
-		ReadTimeout:        time.Minute,
-		IdleTimeout:        90 * time.Second,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{s.log},
+		// Request line and headers must fit the read buffer (fasthttp
+		// answers 431 otherwise), which bounds the header size.
+		ReadBufferSize: maxHeaderBytes,
+		// A client must send a whole request within ReadTimeout and may
+		// idle between requests for IdleTimeout: slow or silent clients
+		// cannot pin connections. Concurrency caps connections overall.
+		ReadTimeout:     readTimeout,
+		IdleTimeout:     90 * time.Second,
+		Concurrency:     s.limits.maxConns,
+		CloseOnShutdown: true,
+		Logger:          fasthttpLogger{s.log},
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -129,13 +194,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	case <-ctx.Done():
 	}
+	// Readiness fails first; then, after the optional delay during which
+	// requests are still served, watch streams end so that the drain
+	// below does not wait on them.
 	s.stopping.Store(true)
+	s.log.Info("Shutting down: readiness fails, then watches end and requests drain", slog.Duration("delay", s.delay))
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
 	s.stopStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.ShutdownWithContext(sctx); err != nil {
 		s.log.Warn("Shutdown did not complete in time", slog.String("addr", ln.Addr().String()), slog.String("err", err.Error()))
 	}
+	// fasthttp's shutdown does nothing when srv.Serve has not registered
+	// the listener yet (a stop right after start); closing it ourselves
+	// ends Serve's accept loop in every case. A second close is harmless.
+	_ = ln.Close()
 	<-errc
 	return nil
 }
@@ -155,7 +231,7 @@ func (s *Server) errorHandler(rc *fasthttp.RequestCtx, err error) {
 func (s *Server) readyChecks() []ui.Check {
 	var out []ui.Check
 	for _, c := range s.checks("readyz") {
-		out = append(out, ui.Check{Name: c.name, OK: c.fn() == nil})
+		out = append(out, ui.Check{Name: c.Name, OK: c.Check() == nil})
 	}
 	return out
 }

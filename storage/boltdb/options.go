@@ -28,6 +28,12 @@ type Options struct {
 	OpenTimeout time.Duration
 	// Logger receives operational messages (default slog.Default()).
 	Logger *slog.Logger
+	// OnCommit, when set, is called by the writer after every bbolt
+	// transaction with its duration (fsync included), the number of
+	// writes it carried and its error. It runs on the writer goroutine:
+	// it must be quick (a metrics observation). A callback keeps this
+	// package free of any metrics library.
+	OnCommit func(d time.Duration, writes int, err error)
 }
 
 func (o Options) withDefaults() Options {

@@ -213,7 +213,12 @@ func (s *Store) commit(r *round) {
 	}
 
 	if len(r.events) > 0 {
-		if err := s.persist(r, rev); err != nil {
+		start := time.Now()
+		err := s.persist(r, rev)
+		if s.opts.OnCommit != nil {
+			s.opts.OnCommit(time.Since(start), len(r.events), err)
+		}
+		if err != nil {
 			err = fmt.Errorf("boltdb: commit of %d writes: %w", len(r.events), err)
 			s.log.Error("storage commit failed", "err", err)
 			for _, o := range r.ops {

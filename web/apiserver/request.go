@@ -42,6 +42,7 @@ func newRequest(h *Handler, rc *fasthttp.RequestCtx, rt route) *request {
 		Version:   rt.version,
 		Namespace: rt.namespace,
 		UserAgent: string(rc.Request.Header.UserAgent()),
+		User:      userOf(rc),
 	}
 	r.gv = schema.GroupVersion{Group: rt.res.Group, Version: rt.version}
 	// The deprecation warning comes first, as upstream adds it before the

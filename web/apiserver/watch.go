@@ -70,7 +70,9 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
 	// before the first event.
 	r.rc.Response.ImmediateHeaderFlush = true
 	log := r.h.log
+	ended := streamEndOf(r.rc)
 	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
+		defer ended()
 		defer cancel()
 		defer w.Stop()
 		// fasthttp runs this in its own goroutine: a panic here would end

@@ -107,6 +107,23 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 	return true
 }
 
+// Public reports whether rc is a UI request that carries no data: the
+// page and its assets (and the redirects to them), which a browser must
+// load before it can ask for a token. The UI's JSON endpoints under
+// /ui/api/ are not public: they are authenticated like the API.
+func Public(rc *fasthttp.RequestCtx) bool {
+	p := string(rc.Path())
+	switch {
+	case p == "/":
+		return (rc.IsGet() || rc.IsHead()) && wantsHTML(rc.Request.Header.Peek("Accept"))
+	case p == "/ui":
+		return true
+	case strings.HasPrefix(p, "/ui/"):
+		return !strings.HasPrefix(p, "/ui/api/")
+	}
+	return false
+}
+
 // wantsHTML reports whether an Accept header names text/html, which
 // browsers send on navigation and API clients never do.
 func wantsHTML(accept []byte) bool {

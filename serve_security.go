@@ -1,0 +1,292 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/pki"
+)
+
+// securityConfig holds serve's TLS, authentication, authorization and
+// limit flags, named after kube-apiserver's where one exists.
+type securityConfig struct {
+	TLSCertFile, TLSKeyFile string
+	TLSAuto                 optionalBool
+	TLSSANs                 string
+	ClientCAFile            string
+	TokenAuthFile           string
+	PolicyFile              string
+	KubeconfigUser          string
+	// The loudly named escape hatches for trusted networks.
+	AllowUnauthenticatedNetwork bool
+	AllowHTTPNetwork            bool
+
+	MaxRequestsInflight int
+	MaxWatchesPerClient int
+	MaxConnections      int
+	ShutdownDelay       time.Duration
+	MetricsPerLease     bool
+}
+
+func (c *securityConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM `file` with the serving certificate (and intermediates); with --tls-private-key-file")
+	fs.StringVar(&c.TLSKeyFile, "tls-private-key-file", "", "PEM `file` with the serving certificate's private key")
+	fs.Var(&c.TLSAuto, "tls-auto", "serve HTTPS with a CA and certificate generated into <data-dir>/pki/ on first start (default: on when --listen is not a loopback address and no --tls-cert-file is given)")
+	fs.StringVar(&c.TLSSANs, "tls-san", "", "extra comma-separated DNS `names` or IPs for the --tls-auto certificate")
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "PEM `file` of CAs whose client certificates authenticate (user from CN, groups from O)")
+	fs.StringVar(&c.TokenAuthFile, "token-auth-file", "", "CSV `file` of bearer tokens in kube-apiserver's format: token,user,uid,\"group1,group2\"")
+	fs.StringVar(&c.PolicyFile, "authorization-policy-file", "", "ABAC policy `file` in kube-apiserver's format (one JSON Policy per line); without it every authenticated user may do everything")
+	fs.StringVar(&c.KubeconfigUser, "write-kubeconfig-user", "", "token-file `user` whose token goes into the written kubeconfig (default: the file's first entry)")
+	fs.BoolVar(&c.AllowUnauthenticatedNetwork, "insecure-allow-unauthenticated-network", false, "DANGEROUS: serve on a non-loopback address without any authenticator, so anyone who can connect may change every lease")
+	fs.BoolVar(&c.AllowHTTPNetwork, "insecure-allow-http-network", false, "DANGEROUS: serve plain HTTP on a non-loopback address (with --tls-auto=false and no certificate), so tokens and leases cross the network in clear text")
+	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "concurrent non-watch requests before new ones get 429")
+	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", 100, "open watch streams per user and remote IP before new ones get 429")
+	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open connections before new ones are refused")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
+	fs.BoolVar(&c.MetricsPerLease, "metrics-per-lease", true, "export the leasehold_lease_* series (one per lease); turn off for very large fleets")
+}
+
+// optionalBool is a bool flag that remembers whether it was given (on the
+// command line or in the environment), for defaults that depend on other
+// flags.
+type optionalBool struct{ v, set bool }
+
+func (b *optionalBool) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+func (b *optionalBool) IsBoolFlag() bool { return true }
+
+// isLoopbackHost reports whether host names only this machine.
+// Hostnames other than localhost count as non-loopback: they may resolve
+// to anything.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// tlsEnabled reports whether serve will speak HTTPS.
+func (c *securityConfig) tlsEnabled(listenHost string) bool {
+	if c.TLSCertFile != "" {
+		return true
+	}
+	if c.TLSAuto.set {
+		return c.TLSAuto.v
+	}
+	return !isLoopbackHost(listenHost)
+}
+
+func (c *securityConfig) authenticates() bool {
+	return c.TokenAuthFile != "" || c.ClientCAFile != ""
+}
+
+// validate applies the start-up rules: off loopback, plain HTTP and
+// unauthenticated serving are refused unless explicitly accepted.
+func (c *securityConfig) validate(listen string) error {
+	host, _, _ := net.SplitHostPort(listen)
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if c.TLSCertFile != "" && c.TLSAuto.set && c.TLSAuto.v {
+		return errors.New("--tls-auto and --tls-cert-file exclude each other")
+	}
+	tlsOn := c.tlsEnabled(host)
+	if c.ClientCAFile != "" && !tlsOn {
+		return errors.New("--client-ca-file needs TLS (--tls-cert-file or --tls-auto)")
+	}
+	if c.PolicyFile != "" && !c.authenticates() {
+		return errors.New("--authorization-policy-file needs an authenticator (--token-auth-file or --client-ca-file): without one every request is anonymous")
+	}
+	if c.KubeconfigUser != "" && c.TokenAuthFile == "" {
+		return errors.New("--write-kubeconfig-user needs --token-auth-file")
+	}
+	if c.MaxRequestsInflight <= 0 || c.MaxWatchesPerClient <= 0 || c.MaxConnections <= 0 {
+		return errors.New("--max-requests-inflight, --max-watches-per-client and --max-connections must be positive")
+	}
+	if isLoopbackHost(host) {
+		return nil
+	}
+	if !tlsOn && !c.AllowHTTPNetwork {
+		return fmt.Errorf("refusing to serve plain HTTP on %s, which is not a loopback address: tokens and leases would cross the network in clear text. "+
+			"Drop --tls-auto=false (a certificate is then generated), give --tls-cert-file and --tls-private-key-file, "+
+			"or pass --insecure-allow-http-network to accept the risk", listen)
+	}
+	if !c.authenticates() && !c.AllowUnauthenticatedNetwork {
+		return fmt.Errorf("refusing to serve on %s, which is not a loopback address, without authentication: anyone who can connect could take or delete any lease. "+
+			"Give --token-auth-file (kube-apiserver's token,user,uid,\"groups\" CSV) or --client-ca-file, "+
+			"or pass --insecure-allow-unauthenticated-network to accept the risk", listen)
+	}
+	return nil
+}
+
+// security is the loaded configuration serve hands to the web server and
+// the kubeconfig writer.
+type security struct {
+	TLS      *tls.Config
+	Auth     *auth.Authenticator
+	Policies auth.Policies
+	// CAPEM verifies the server (generated CA), for the kubeconfig.
+	CAPEM []byte
+	// Token and TokenUser are embedded in the written kubeconfig.
+	Token, TokenUser string
+}
+
+// loadSecurity reads the certificate, token, CA and policy files, and
+// generates the --tls-auto certificates.
+func loadSecurity(c *securityConfig, listen, dataDir string, log *slog.Logger) (*security, error) {
+	host, _, _ := net.SplitHostPort(listen)
+	sec := &security{Auth: &auth.Authenticator{}}
+	if c.TokenAuthFile != "" {
+		tokens, entries, err := auth.LoadTokenFile(c.TokenAuthFile)
+		if err != nil {
+			return nil, err
+		}
+		if tokens.Len() == 0 {
+			return nil, fmt.Errorf("token auth file %s holds no token", c.TokenAuthFile)
+		}
+		sec.Auth.Tokens = tokens
+		i := 0
+		if c.KubeconfigUser != "" {
+			i = -1
+			for j, e := range entries {
+				if e.User.Name == c.KubeconfigUser {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				return nil, fmt.Errorf("--write-kubeconfig-user %q is not in %s", c.KubeconfigUser, c.TokenAuthFile)
+			}
+		}
+		sec.Token, sec.TokenUser = entries[i].Token, entries[i].User.Name
+	}
+	if c.ClientCAFile != "" {
+		pool, err := auth.LoadCertPool(c.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		sec.Auth.ClientCAs = pool
+	}
+	if c.PolicyFile != "" {
+		p, err := auth.LoadPolicyFile(c.PolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		sec.Policies = p
+	}
+	if !c.tlsEnabled(host) {
+		return sec, nil
+	}
+	certFile, keyFile := c.TLSCertFile, c.TLSKeyFile
+	if certFile == "" {
+		files, err := pki.Ensure(filepath.Join(dataDir, "pki"), servingHosts(host, splitList(c.TLSSANs)))
+		if err != nil {
+			return nil, err
+		}
+		if len(files.Generated) > 0 {
+			log.Info("Generated TLS certificates", "dir", filepath.Dir(files.CAFile), "generated", files.Generated)
+		}
+		certFile, keyFile, sec.CAPEM = files.CertFile, files.KeyFile, files.CAPEM
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate: %w", err)
+	}
+	sec.TLS = &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		// fasthttp speaks HTTP/1.1 only; clients fall back from h2.
+		NextProtos: []string{"http/1.1"},
+	}
+	if sec.Auth.ClientCAs != nil {
+		// Verified by the authenticator, so that a bad certificate gets
+		// kube-apiserver's 401 rather than a failed handshake.
+		sec.TLS.ClientAuth = tls.RequestClientCert
+		sec.TLS.ClientCAs = sec.Auth.ClientCAs
+	}
+	return sec, nil
+}
+
+// servingHosts are the SANs of the generated certificate: the listen
+// host, this machine's names and loopback addresses, extra --tls-san
+// entries, and every interface address when listening on all of them.
+func servingHosts(listenHost string, extra []string) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		hosts = append(hosts, name)
+	}
+	ip := net.ParseIP(listenHost)
+	switch {
+	case listenHost == "" || (ip != nil && ip.IsUnspecified()):
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+					hosts = append(hosts, n.IP.String())
+				}
+			}
+		}
+	default:
+		hosts = append(hosts, listenHost)
+	}
+	return append(hosts, extra...)
+}
+
+// webLimits converts the limit flags.
+func (c *securityConfig) webLimits() web.Limits {
+	return web.Limits{
+		MaxRequestsInflight: c.MaxRequestsInflight,
+		MaxWatchesPerClient: c.MaxWatchesPerClient,
+		MaxConnections:      c.MaxConnections,
+	}
+}
+
+// kubeconfigServer is the URL local clients reach addr at: an unspecified
+// listen address (0.0.0.0, ::) is reached through loopback.
+func kubeconfigServer(scheme, addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+func (s *security) scheme() string {
+	if s.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// kubeconfig renders the kubeconfig serve writes for local clients: the
+// generated CA and the chosen token-file user's token, when there are.
+func (s *security) kubeconfig(server string) ([]byte, error) {
+	return renderKubeconfig(kubeconfigSpec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
+}

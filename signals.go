@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// signalContext is cancelled by the first SIGTERM or SIGINT. With
+// exitOnSecond (the server), a second signal ends the process at once
+// with exit code 1, as kube-apiserver does, for an operator who does not
+// want to wait for the graceful drain. Other commands (leasehold run
+// forwards signals to its child) handle repeated signals themselves.
+func signalContext(exitOnSecond bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ch
+		cancel()
+		if !exitOnSecond {
+			return
+		}
+		sig := <-ch
+		fmt.Fprintf(os.Stderr, "leasehold: second signal (%s), exiting immediately\n", sig)
+		os.Exit(1)
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel()
+	}
+}
+
+// isServeCommand reports whether args run the server (the default
+// command).
+func isServeCommand(args []string) bool {
+	return len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "serve"
+}

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRegistryOutput(t *testing.T) {
+	r := New()
+	r.ObserveRequest(RequestLabels{Verb: "LIST", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Code: 200}, 3*time.Millisecond)
+	r.ObserveRequest(RequestLabels{Verb: "LIST", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Code: 200}, 2*time.Second)
+	r.ObserveCommit(time.Millisecond, 4, nil)
+	end := r.WatchStarted()
+	r.SetSources(Sources{
+		Leases: func(context.Context) ([]Lease, error) {
+			return []Lease{{Namespace: "ns", Name: "l", Holder: "a\\b\"c\nd", RenewTime: time.Unix(100, 500000000), LeaseDurationSeconds: 10, Transitions: 2}}, nil
+		},
+		Election: func() (Election, bool) { return Election{Decisions: 7}, true },
+	})
+	var b bytes.Buffer
+	r.WritePrometheus(context.Background(), &b)
+	end()
+	end() // idempotent
+	out := b.String()
+	for _, want := range []string{
+		`leasehold_http_requests_total{verb="LIST",group="coordination.k8s.io",version="v1",resource="leases",code="200"} 2`,
+		`leasehold_http_request_duration_seconds_bucket{verb="LIST",group="coordination.k8s.io",version="v1",resource="leases",le="0.005"} 1`,
+		`leasehold_http_request_duration_seconds_bucket{verb="LIST",group="coordination.k8s.io",version="v1",resource="leases",le="2.5"} 2`,
+		`leasehold_http_request_duration_seconds_count{verb="LIST",group="coordination.k8s.io",version="v1",resource="leases"} 2`,
+		`leasehold_storage_commit_duration_seconds_count 1`,
+		`leasehold_storage_commit_writes_total 4`,
+		`leasehold_watch_streams 1`,
+		`leasehold_lease_info{namespace="ns",lease="l",holder="a\\b\"c\nd"} 1`,
+		`leasehold_lease_renew_timestamp_seconds{namespace="ns",lease="l"} 100.5`,
+		`leasehold_lease_expiry_timestamp_seconds{namespace="ns",lease="l"} 110.5`,
+		`leasehold_election_decisions_total 7`,
+		`process_cpu_seconds_total`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	r.SetPerLease(false)
+	b.Reset()
+	r.WritePrometheus(context.Background(), &b)
+	if strings.Contains(b.String(), "leasehold_lease_info") || !strings.Contains(b.String(), "leasehold_watch_streams 0") {
+		t.Error("per-lease series still written with SetPerLease(false), or the watch was not released")
+	}
+}

@@ -1,0 +1,121 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// writeSources writes the series read from the sources at scrape time. A
+// failing source's series are left out rather than failing the scrape.
+func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) {
+	if src.Leases != nil && r.perLease.Load() {
+		if leases, err := src.Leases(ctx); err == nil {
+			writeLeases(w, leases)
+		}
+	}
+	if src.Storage != nil {
+		if st, err := src.Storage(ctx); err == nil {
+			writeStorage(w, st)
+		}
+	}
+	if src.Election != nil {
+		if e, ok := src.Election(); ok {
+			writeElection(w, e)
+		}
+	}
+	if src.Plugins != nil {
+		writePlugins(w, src.Plugins())
+	}
+}
+
+func writeLeases(w io.Writer, leases []Lease) {
+	slices.SortFunc(leases, func(a, b Lease) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	help(w, "leasehold_lease_info", "gauge", "One series per Lease with its current holder (empty when released).")
+	for _, l := range leases {
+		fmt.Fprintf(w, "leasehold_lease_info{namespace=%s,lease=%s,holder=%s} 1\n", quote(l.Namespace), quote(l.Name), quote(l.Holder))
+	}
+	help(w, "leasehold_lease_renew_timestamp_seconds", "gauge", "spec.renewTime as a Unix timestamp (leases never renewed are left out).")
+	for _, l := range leases {
+		if !l.RenewTime.IsZero() {
+			fmt.Fprintf(w, "leasehold_lease_renew_timestamp_seconds{namespace=%s,lease=%s} %s\n", quote(l.Namespace), quote(l.Name), formatFloat(float64(l.RenewTime.UnixMicro())/1e6))
+		}
+	}
+	help(w, "leasehold_lease_expiry_timestamp_seconds", "gauge", "spec.renewTime plus spec.leaseDurationSeconds as a Unix timestamp: time() above it means expired.")
+	for _, l := range leases {
+		if !l.RenewTime.IsZero() && l.LeaseDurationSeconds > 0 {
+			exp := float64(l.RenewTime.UnixMicro())/1e6 + float64(l.LeaseDurationSeconds)
+			fmt.Fprintf(w, "leasehold_lease_expiry_timestamp_seconds{namespace=%s,lease=%s} %s\n", quote(l.Namespace), quote(l.Name), formatFloat(exp))
+		}
+	}
+	help(w, "leasehold_lease_transitions_total", "counter", "spec.leaseTransitions: how often the lease changed hands.")
+	for _, l := range leases {
+		fmt.Fprintf(w, "leasehold_lease_transitions_total{namespace=%s,lease=%s} %d\n", quote(l.Namespace), quote(l.Name), l.Transitions)
+	}
+}
+
+func writeStorage(w io.Writer, st Storage) {
+	gauge := func(name, text string, v int64) {
+		help(w, name, "gauge", text)
+		fmt.Fprintf(w, "%s{backend=%s} %d\n", name, quote(st.Backend), v)
+	}
+	gauge("leasehold_storage_revision", "The store's current revision (resourceVersion).", st.Revision)
+	gauge("leasehold_storage_compact_revision", "The oldest revision watches and lists can resume from.", st.CompactRevision)
+	gauge("leasehold_storage_keys", "Objects in the store.", st.Keys)
+	if st.SizeBytes > 0 {
+		gauge("leasehold_storage_db_size_bytes", "Size of the database file.", st.SizeBytes)
+	}
+}
+
+func writeElection(w io.Writer, e Election) {
+	for _, c := range []struct {
+		name, text string
+		v          uint64
+	}{
+		{"decisions", "Strategy decisions made by the coordinated election controller, fallbacks included.", e.Decisions},
+		{"grants", "Leases granted by the election controller.", e.Grants},
+		{"preemptions", "preferredHolder set on a live holder.", e.Preemptions},
+		{"preferred_cleared", "Stale or obsolete preferredHolder removed.", e.PreferredCleared},
+		{"fallbacks", "Decisions made by the fallback strategy.", e.Fallbacks},
+		{"strategy_errors", "Failed strategy calls (error, timeout, panic, invalid decision).", e.StrategyErrors},
+		{"conflicts", "Candidates declaring different strategies at the highest binary version.", e.Conflicts},
+		{"abstentions", "Leases left alone: unknown strategy or an abstaining one.", e.Abstentions},
+		{"write_errors", "Failed lease or candidate writes by the controller.", e.WriteErrors},
+		{"candidates_collected", "Stale LeaseCandidates deleted.", e.CandidatesCollected},
+	} {
+		name := "leasehold_election_" + c.name + "_total"
+		help(w, name, "counter", c.text+" Since this replica's controller started.")
+		fmt.Fprintf(w, "%s %d\n", name, c.v)
+	}
+}
+
+func writePlugins(w io.Writer, plugins []Plugin) {
+	if len(plugins) == 0 {
+		return
+	}
+	slices.SortFunc(plugins, func(a, b Plugin) int { return cmp.Compare(a.Name, b.Name) })
+	labels := func(p Plugin) string {
+		return fmt.Sprintf("plugin=%s,builtin=\"%t\"", quote(p.Name), p.Builtin)
+	}
+	help(w, "leasehold_plugin_calls_total", "counter", "Strategy module calls.")
+	for _, p := range plugins {
+		fmt.Fprintf(w, "leasehold_plugin_calls_total{%s} %d\n", labels(p), p.Calls)
+	}
+	help(w, "leasehold_plugin_errors_total", "counter", "Strategy module calls that failed (error, timeout, trap, invalid decision).")
+	for _, p := range plugins {
+		fmt.Fprintf(w, "leasehold_plugin_errors_total{%s} %d\n", labels(p), p.Errors)
+	}
+	const name = "leasehold_plugin_call_duration_seconds"
+	help(w, name, "summary", "Strategy module call latency (quantiles over recent calls).")
+	for _, p := range plugins {
+		l := labels(p)
+		fmt.Fprintf(w, "%s{%s,quantile=\"0.5\"} %s\n", name, l, formatFloat(p.LatencyP50.Seconds()))
+		fmt.Fprintf(w, "%s{%s,quantile=\"0.99\"} %s\n", name, l, formatFloat(p.LatencyP99.Seconds()))
+		fmt.Fprintf(w, "%s_sum{%s} %s\n", name, l, formatFloat(p.LatencySum.Seconds()))
+		fmt.Fprintf(w, "%s_count{%s} %d\n", name, l, p.Calls)
+	}
+}

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"context"
+	"time"
+)
+
+// Sources supply the state read at scrape time. Every field is optional:
+// a nil source's series are left out.
+type Sources struct {
+	// Leases lists the coordination.k8s.io/v1 Leases for the per-lease
+	// series.
+	Leases func(ctx context.Context) ([]Lease, error)
+	// Storage describes the store.
+	Storage func(ctx context.Context) (Storage, error)
+	// Election returns the election controller's counters; ok is false
+	// while this replica runs no controller.
+	Election func() (e Election, ok bool)
+	// Plugins lists the strategy modules with their call statistics.
+	Plugins func() []Plugin
+}
+
+// Lease is what the per-lease series report of one Lease.
+type Lease struct {
+	Namespace, Name, Holder string
+	// RenewTime is zero when the lease was never renewed.
+	RenewTime            time.Time
+	LeaseDurationSeconds int32
+	Transitions          int32
+}
+
+// Storage mirrors storage.Stats (and ui.StorageStats) field for field.
+type Storage struct {
+	Backend         string
+	Revision        int64
+	CompactRevision int64
+	Keys            int64
+	SizeBytes       int64
+}
+
+// Election mirrors engine/election.Stats field for field (a conversion
+// ignores struct tags), so that main converts with metrics.Election(s).
+type Election struct {
+	Decisions           uint64 `json:"decisions"`
+	Grants              uint64 `json:"grants"`
+	Preemptions         uint64 `json:"preemptions"`
+	PreferredCleared    uint64 `json:"preferredCleared"`
+	Fallbacks           uint64 `json:"fallbacks"`
+	StrategyErrors      uint64 `json:"strategyErrors"`
+	Conflicts           uint64 `json:"conflicts"`
+	Abstentions         uint64 `json:"abstentions"`
+	Pings               uint64 `json:"pings"`
+	WriteErrors         uint64 `json:"writeErrors"`
+	CandidatesCollected uint64 `json:"candidatesCollected"`
+}
+
+// Plugin is one strategy module's call statistics.
+type Plugin struct {
+	Name       string
+	Builtin    bool
+	Calls      uint64
+	Errors     uint64
+	LatencyP50 time.Duration
+	LatencyP99 time.Duration
+	LatencySum time.Duration
+}

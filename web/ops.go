@@ -1,0 +1,117 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/web/apiserver"
+	"github.com/leasehold/leasehold/web/metrics"
+)
+
+// backupPath serves a consistent copy of the database to authorized
+// clients (leasehold backup --server); ABAC names it as a non-resource path.
+const backupPath = "/leasehold/v1/backup"
+
+// serveMetrics answers /metrics in the Prometheus text format.
+func (s *Server) serveMetrics(rc *fasthttp.RequestCtx) {
+	if !rc.IsGet() {
+		s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	s.metrics.WritePrometheus(ctx, rc)
+}
+
+// serveBackup streams the database. The copy is taken in one read
+// transaction, so it is consistent while writes go on; an error midway
+// can only cut the stream short, which restore's format check catches.
+func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
+	if !rc.IsGet() {
+		s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+		return
+	}
+	rc.SetContentType("application/octet-stream")
+	rc.Response.Header.Set("Content-Disposition", `attachment; filename="leasehold.db"`)
+	backup, log, streams := s.backup, s.log, s.streams
+	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
+		n, err := backup(streams, w)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			log.Error("Backup stream failed", slog.Int64("bytes", n), slog.String("err", err.Error()))
+			return
+		}
+		log.Info("Served a backup", slog.Int64("bytes", n))
+	})
+}
+
+// metricSources wires the scrape-time sources the server can provide:
+// leases from the engine, storage and plugins from the UI's sources.
+func (s *Server) metricSources(opts Options) metrics.Sources {
+	src := metrics.Sources{Election: opts.Election}
+	if res, ok := opts.Engine.ResourceFor(coordinationv1.GroupName, "v1", "leases"); ok {
+		eng := opts.Engine
+		src.Leases = func(ctx context.Context) ([]metrics.Lease, error) {
+			return listLeases(ctx, eng, res)
+		}
+	}
+	if st := opts.UI.Storage; st != nil {
+		src.Storage = func(ctx context.Context) (metrics.Storage, error) {
+			v, err := st(ctx)
+			return metrics.Storage(v), err
+		}
+	}
+	if mods := opts.UI.Modules; mods != nil {
+		src.Plugins = func() []metrics.Plugin {
+			list := mods()
+			out := make([]metrics.Plugin, len(list))
+			for i, m := range list {
+				out[i] = metrics.Plugin{Name: m.Name, Builtin: m.Builtin, Calls: m.Calls, Errors: m.Errors,
+					LatencyP50: m.LatencyP50, LatencyP99: m.LatencyP99, LatencySum: m.LatencySum}
+			}
+			return out
+		}
+	}
+	return src
+}
+
+// listLeases reads every Lease from the engine's in-memory state.
+func listLeases(ctx context.Context, eng engine.API, res *engine.Resource) ([]metrics.Lease, error) {
+	obj, err := eng.List(ctx, engine.Scope{Resource: res, Version: "v1"}, &metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	list, _ := obj.(*coordinationv1.LeaseList)
+	if list == nil {
+		return nil, nil
+	}
+	out := make([]metrics.Lease, 0, len(list.Items))
+	for i := range list.Items {
+		l := &list.Items[i]
+		m := metrics.Lease{Namespace: l.Namespace, Name: l.Name}
+		if l.Spec.HolderIdentity != nil {
+			m.Holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil {
+			m.RenewTime = l.Spec.RenewTime.Time
+		}
+		if l.Spec.LeaseDurationSeconds != nil {
+			m.LeaseDurationSeconds = *l.Spec.LeaseDurationSeconds
+		}
+		if l.Spec.LeaseTransitions != nil {
+			m.Transitions = *l.Spec.LeaseTransitions
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
