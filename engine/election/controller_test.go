@@ -51,7 +51,7 @@ func TestGrantOldestAckedCandidate(t *testing.T) {
 	if !managers[DefaultUserAgent] {
 		t.Errorf("managedFields managers = %v, want %s", managers, DefaultUserAgent)
 	}
-	recs := env.decisions("kcm")
+	recs := env.settledDecisions("kcm")
 	last := recs[len(recs)-1]
 	if last.Action != "grant" || last.Chosen != "oldest" || last.Outcome != "ok" || len(last.Candidates) != 3 ||
 		last.Trigger != string(abi.ReasonLeaseMissing) || last.Module.Name != OldestEmulationVersion ||
@@ -97,7 +97,7 @@ func TestPingWithoutAckIsNotGranted(t *testing.T) {
 	if env.holder("sched") != "live" {
 		t.Errorf("holder = %q", env.holder("sched"))
 	}
-	recs := env.decisions("sched")
+	recs := env.settledDecisions("sched")
 	var states []string
 	for _, dc := range recs[0].Candidates {
 		states = append(states, dc.Name+"="+dc.State)
@@ -128,7 +128,7 @@ func TestPreemptionAndHandover(t *testing.T) {
 	if !l.Spec.AcquireTime.After(first.Spec.AcquireTime.Time) {
 		t.Errorf("acquireTime not advanced: %v -> %v", first.Spec.AcquireTime, l.Spec.AcquireTime)
 	}
-	recs := env.decisions("kcm")
+	recs := env.settledDecisions("kcm")
 	if countAction(recs, "prefer") != 1 || countAction(recs, "grant") != 2 {
 		t.Fatalf("decisions = %+v", recs)
 	}
@@ -157,7 +157,7 @@ func TestExpiredLeaseRegrantedToSameHolder(t *testing.T) {
 	if !l.Spec.AcquireTime.Equal(first.Spec.AcquireTime) || derefI32(l.Spec.LeaseTransitions) != 0 {
 		t.Errorf("re-grant to the same holder changed acquireTime/transitions: %+v", l.Spec)
 	}
-	recs := env.decisions("kcm")
+	recs := env.settledDecisions("kcm")
 	if len(recs) > 2 {
 		t.Errorf("history has %d records, limit 2", len(recs))
 	}
@@ -205,7 +205,7 @@ func TestNilHolderIsGranted(t *testing.T) {
 	if derefI32(l.Spec.LeaseTransitions) != 1 || l.Spec.AcquireTime == nil {
 		t.Errorf("spec = %+v", l.Spec)
 	}
-	if recs := env.decisions("kcm"); recs[len(recs)-1].Trigger != string(abi.ReasonNoHolder) {
+	if recs := env.settledDecisions("kcm"); recs[len(recs)-1].Trigger != string(abi.ReasonNoHolder) {
 		t.Errorf("trigger = %q", recs[len(recs)-1].Trigger)
 	}
 }
@@ -223,7 +223,7 @@ func TestStrategyConflict(t *testing.T) {
 	if l := env.lease("kcm"); l != nil {
 		t.Fatalf("lease created despite the conflict: %+v", l.Spec)
 	}
-	recs := env.decisions("kcm")
+	recs := env.settledDecisions("kcm")
 	if countAction(recs, "conflict") != 1 || env.c.Stats().Conflicts != 1 {
 		t.Fatalf("conflict recorded %d times, stats %+v", countAction(recs, "conflict"), env.c.Stats())
 	}

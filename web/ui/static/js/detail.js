@@ -39,7 +39,7 @@ export function detail(root, ns, name) {
   const kubectl = [
     `kubectl get lease -n ${ns} ${name} -o yaml`,
     `kubectl get lease -n ${ns} ${name} -o wide --watch`,
-    `kubectl get leasecandidates -n ${ns} --field-selector spec.leaseName=${name}`,
+    `kubectl get leasecandidates -n ${ns}  # the LEASENAME column shows ${name}`,
   ];
 
   root.append(
