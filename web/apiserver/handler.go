@@ -44,9 +44,11 @@ type Handler struct {
 	produces, producesAll string
 
 	encoders map[encoderKey]runtime.Encoder
-	groups   map[string]*group
-	disc     *discovery
-	openapi  *openAPI
+	// frames shares encoded JSON watch events between watchers.
+	frames  *frameCache
+	groups  map[string]*group
+	disc    *discovery
+	openapi *openAPI
 }
 
 // group is one served API group with its versions, most preferred first.
@@ -82,6 +84,7 @@ func New(opts Options) (*Handler, error) {
 	h.producesAll = strings.Join(append(append([]string(nil), h.mediaTypes...), h.streamTypes...), ", ")
 	h.groups = groupsOf(opts.Engine.Resources())
 	h.encoders = h.buildEncoders()
+	h.frames = newFrameCache(4096)
 	var err error
 	if h.disc, err = newDiscovery(opts.Engine.Resources(), h.groups); err != nil {
 		return nil, err

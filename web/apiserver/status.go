@@ -170,7 +170,14 @@ func (h *Handler) writeObject(rc *fasthttp.RequestCtx, r restriction, code int, 
 			return
 		}
 	}
-	enc := h.encoder(mo.info, mo.pretty || isPrettyPrint(rc), gv)
+	pretty := mo.pretty || isPrettyPrint(rc)
+	if body, ok := fastJSON(obj, mo, pretty, gv); ok {
+		rc.SetContentType(mo.info.MediaType)
+		rc.SetStatusCode(code)
+		rc.Response.SetBodyRaw(body)
+		return
+	}
+	enc := h.encoder(mo.info, pretty, gv)
 	rc.SetContentType(mo.info.MediaType)
 	rc.SetStatusCode(code)
 	if err := enc.Encode(obj, rc.Response.BodyWriter()); err != nil {

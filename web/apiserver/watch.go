@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -101,6 +102,7 @@ type watchEncoder struct {
 	target    *schema.GroupVersionKind
 	tableOpts *metav1.TableOptions
 	obj, ev   bytes.Buffer
+	fastJSON  bool
 }
 
 func (r *request) newWatchEncoder(info *runtime.SerializerInfo, target *schema.GroupVersionKind, tableOpts *metav1.TableOptions) (*watchEncoder, error) {
@@ -119,6 +121,8 @@ func (r *request) newWatchEncoder(info *runtime.SerializerInfo, target *schema.G
 		gv = target.GroupVersion()
 	}
 	e.embedded = r.h.encoder(info, false, gv)
+	// Plain JSON v1 Lease events share their frames (frameCache).
+	e.fastJSON = target == nil && info.MediaType == "application/json" && gv == coordinationv1.SchemeGroupVersion
 	return e, nil
 }
 
@@ -158,6 +162,14 @@ func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 		if e.tableOpts != nil {
 			// Only the first Table carries the column definitions.
 			e.tableOpts.NoHeaders = true
+		}
+	}
+	if e.fastJSON {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			if frame, ok := e.r.h.frames.leaseFrame(string(ev.Type), l); ok {
+				_, err := out.Write(frame)
+				return err
+			}
 		}
 	}
 	e.obj.Reset()
