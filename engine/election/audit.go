@@ -35,6 +35,9 @@ type memo struct {
 	// "failure", "nocandidate") to the detail of the ongoing incident, so
 	// that each is logged and recorded once until it is over.
 	incidents map[string]string
+	// last is the latest strategy decision, reused while nothing it
+	// depends on changed (see reuse.go).
+	last *lastDecision
 }
 
 func (c *Controller) memoFor(ctx context.Context, k leaseKey) *memo {

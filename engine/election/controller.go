@@ -66,6 +66,13 @@ type Controller struct {
 	due   map[leaseKey]time.Time
 	wake  chan struct{}
 
+	// backoff holds strategy modules that failed recently.
+	backoff *moduleBackoff
+	// resyncs counts Resync calls: a decision made before the latest one
+	// is never reused, so that a module reload (and the periodic resync)
+	// re-decides every lease.
+	resyncs atomic.Uint64
+
 	leasesSynced, candsSynced atomic.Bool
 	stats                     counters
 }
@@ -88,6 +95,7 @@ func New(opts Options) (*Controller, error) {
 		dirty:   map[leaseKey]struct{}{},
 		due:     map[leaseKey]time.Time{},
 		wake:    make(chan struct{}, 1),
+		backoff: newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
 	cr, ok2 := c.e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
@@ -116,8 +124,10 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) Synced() bool { return c.leasesSynced.Load() && c.candsSynced.Load() }
 
 // Resync re-evaluates every known lease now, e.g. after strategy modules
-// were reloaded.
+// were reloaded, calling the strategies afresh rather than reusing the
+// last decisions.
 func (c *Controller) Resync() {
+	c.resyncs.Add(1)
 	c.mu.Lock()
 	for k := range c.leases {
 		c.dirty[k] = struct{}{}

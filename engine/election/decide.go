@@ -59,13 +59,13 @@ type decision struct {
 // decide asks s, then on any failure the configured fallback, then the
 // native OldestEmulationVersion. Every answer is validated against in
 // (known action, only candidate names, each once), so a module can never
-// make the controller grant to a name that is not a live candidate.
+// make the controller grant to a name that is not a live candidate. A
+// module within its failure backoff is not called: it counts as failed.
 func (c *Controller) decide(ctx context.Context, s Strategy, in *abi.Input) decision {
-	d, err := c.call(ctx, s, in)
+	d, err := c.guardedCall(ctx, s, in)
 	if err == nil {
 		return decision{d: d, module: s.Module(), strategy: s.Name()}
 	}
-	c.stats.strategyErrors.Add(1)
 	c.stats.fallbacks.Add(1)
 	for _, fb := range []Strategy{c.opts.Fallback, NativeOldest} {
 		if sameStrategy(fb, s) {
@@ -73,16 +73,40 @@ func (c *Controller) decide(ctx context.Context, s Strategy, in *abi.Input) deci
 		}
 		fin := *in
 		fin.Strategy = fb.Name()
-		fd, ferr := c.call(ctx, fb, &fin)
+		fd, ferr := c.guardedCall(ctx, fb, &fin)
 		if ferr == nil {
 			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err}
 		}
-		c.stats.strategyErrors.Add(1)
 		err = errors.Join(err, ferr)
 	}
 	// Unreachable unless the native strategy fails: decide nothing.
 	return decision{d: &abi.Decision{Action: abi.ActionKeep, Reason: "every strategy failed"},
 		module: NativeOldest.Module(), strategy: NativeOldest.Name(), fallback: true, failure: err}
+}
+
+// guardedCall is call behind the module's failure backoff. The native
+// strategy is exempt: it is plain Go that cannot loop, and the last resort.
+func (c *Controller) guardedCall(ctx context.Context, s Strategy, in *abi.Input) (*abi.Decision, error) {
+	native := sameStrategy(s, NativeOldest)
+	if !native {
+		if err := c.backoff.blocked(s, c.now()); err != nil {
+			c.stats.backedOff.Add(1)
+			return nil, err
+		}
+	}
+	d, err := c.call(ctx, s, in)
+	if err != nil {
+		c.stats.strategyErrors.Add(1)
+		if !native {
+			// The window starts after the call, which may have taken the
+			// whole DecideTimeout.
+			wait := c.backoff.failed(s, err, c.now())
+			c.log.Debug("Strategy module backing off", "strategy", s.Name(), "module", moduleString(s.Module()), "for", wait)
+		}
+		return nil, err
+	}
+	c.backoff.succeeded(s)
+	return d, nil
 }
 
 // sameStrategy compares by identity for audit, not with ==, which would

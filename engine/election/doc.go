@@ -49,6 +49,15 @@
 //   - A live lease without spec.strategy is held by a plain elector, which
 //     ignores preferredHolder: it is left to expire instead of starting
 //     upstream's write ping-pong.
+//   - A holder's routine renewal does not re-run the strategy: while only
+//     renewals changed, the lease's last decision is reused (up to
+//     ResyncPeriod, or until Resync). Upstream re-decides on every Lease
+//     event, which costs a strategy call per lease every RetryPeriod.
+//   - A strategy module that failed is not called again for a backoff
+//     window (FailureBackoff doubling to MaxFailureBackoff, reset on
+//     success or when another module version is loaded); the fallback
+//     decides meanwhile, so a looping module costs one timeout per window
+//     instead of one per event of every lease using it.
 //   - Every decision is auditable: grants annotate the Lease
 //     (AnnotationStrategy, AnnotationModule, AnnotationReason,
 //     AnnotationFallbackFrom) and each decision is appended to a bounded

@@ -46,6 +46,13 @@ const (
 	DefaultResyncPeriod = 5 * time.Minute
 	// DefaultHistoryInput is how many earlier decisions a strategy sees.
 	DefaultHistoryInput = 10
+	// DefaultFailureBackoff is how long a strategy module that failed is
+	// not called (the fallback decides instead); the window doubles with
+	// each further failure up to DefaultMaxFailureBackoff.
+	DefaultFailureBackoff = 5 * time.Second
+	// DefaultMaxFailureBackoff bounds the window of DefaultFailureBackoff;
+	// it equals DefaultResyncPeriod, the longest a decision is reused.
+	DefaultMaxFailureBackoff = 5 * time.Minute
 )
 
 // Options configure a Controller. Zero durations take the defaults above.
@@ -76,7 +83,13 @@ type Options struct {
 	GCPeriod          time.Duration
 	UnresponsiveRetry time.Duration
 	DecideTimeout     time.Duration
-	ResyncPeriod      time.Duration
+	// ResyncPeriod re-evaluates every lease, and is also the longest a
+	// decision is reused while only the holder's renewals change.
+	ResyncPeriod time.Duration
+	// FailureBackoff and MaxFailureBackoff bound the window during which
+	// a failed strategy module is not called (see moduleBackoff).
+	FailureBackoff    time.Duration
+	MaxFailureBackoff time.Duration
 	// HistoryLimit is how many decisions are kept per lease; default
 	// engine.DefaultDecisionHistory.
 	HistoryLimit int
@@ -116,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.UnresponsiveRetry, DefaultUnresponsiveRetry)
 	def(&o.DecideTimeout, DefaultDecideTimeout)
 	def(&o.ResyncPeriod, DefaultResyncPeriod)
+	def(&o.FailureBackoff, DefaultFailureBackoff)
+	def(&o.MaxFailureBackoff, DefaultMaxFailureBackoff)
+	o.MaxFailureBackoff = max(o.MaxFailureBackoff, o.FailureBackoff)
 	o.GrantAckWait = min(o.GrantAckWait, o.PingWindow)
 	if o.HistoryLimit <= 0 {
 		o.HistoryLimit = engine.DefaultDecisionHistory

@@ -59,6 +59,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	m := c.memoFor(ctx, k)
 	strategy, conflict := resolveStrategy(valid)
 	if conflict != "" {
+		m.last = nil
 		if m.incident("conflict", conflict) {
 			c.stats.conflicts.Add(1)
 			c.log.Warn("Not electing: conflicting strategies", "lease", k.String(), "detail", conflict)
@@ -69,8 +70,12 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		return next
 	}
 	m.resolved("conflict")
+	// Read before the lookup: a reload between the two then makes the
+	// decision count as older than its Resync, never the reverse.
+	resyncs := c.resyncs.Load()
 	s, ok := c.opts.Registry.Lookup(strategy)
 	if !ok {
+		m.last = nil
 		if m.incident("unknown", strategy) {
 			c.stats.abstentions.Add(1)
 			c.log.Warn("Not electing: no module implements the candidates' strategy", "lease", k.String(), "strategy", strategy)
@@ -87,29 +92,34 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		forRound(valid, lv.roundStart())
 	}
 
-	in := c.buildInput(k, m, strategy, lv, valid, now)
-	dec := c.decide(ctx, s, in)
-	c.stats.decisions.Add(1)
-	if dec.fallback {
-		detail := fmt.Sprintf("%s: %v", moduleString(s.Module()), dec.failure)
-		if m.incident("failure", moduleString(s.Module())) {
-			c.log.Error("Election strategy failed; deciding with the fallback, without preemption",
-				"lease", k.String(), "strategy", strategy, "module", moduleString(s.Module()), "err", dec.failure)
-			r := c.newRecord(m, now, in.Reason, strategy, lv, valid, &dec)
-			r.Action, r.Reason, r.Outcome = "strategy-error", detail, "ok"
-			c.record(ctx, k, m, r)
-		}
-	} else {
-		m.resolved("failure")
-	}
-
+	dec, trigger := c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now)
 	byName := make(map[string]*candEntry, len(valid))
 	for _, e := range valid {
 		byName[e.obj.Name] = e
 	}
 	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
-		strategy: strategy, dec: dec, trigger: in.Reason}
+		strategy: strategy, dec: dec, trigger: trigger}
 	return earliest(next, act.run(ctx))
+}
+
+// noteFailure logs and records a fallback decision once per incident of
+// the lease's strategy module failing (each try after a backoff window
+// that fails again continues the same incident), and ends the incident
+// when the module answered.
+func (c *Controller) noteFailure(ctx context.Context, k leaseKey, m *memo, s Strategy, strategy string,
+	lv leaseView, valid []*candEntry, trigger abi.Reason, dec decision, now time.Time) {
+	if !dec.fallback {
+		m.resolved("failure")
+		return
+	}
+	if !m.incident("failure", moduleString(s.Module())) {
+		return
+	}
+	c.log.Error("Election strategy failed; deciding with the fallback, without preemption",
+		"lease", k.String(), "strategy", strategy, "module", moduleString(s.Module()), "err", dec.failure)
+	r := c.newRecord(m, now, trigger, strategy, lv, valid, &dec)
+	r.Action, r.Reason, r.Outcome = "strategy-error", fmt.Sprintf("%s: %v", moduleString(s.Module()), dec.failure), "ok"
+	c.record(ctx, k, m, r)
 }
 
 // action carries one decision through to its writes.

@@ -13,7 +13,8 @@ type Stats struct {
 	Preemptions uint64 `json:"preemptions"`
 	// PreferredCleared counts stale or obsolete preferredHolder removed.
 	PreferredCleared uint64 `json:"preferredCleared"`
-	// Fallbacks counts decisions made by the fallback strategy.
+	// Fallbacks counts decisions made by the fallback strategy, including
+	// those made without calling a module that is backing off.
 	Fallbacks uint64 `json:"fallbacks"`
 	// StrategyErrors counts failed Decide calls (error, timeout, panic,
 	// invalid decision), the fallback's own failures included.
@@ -32,10 +33,19 @@ type Stats struct {
 	CandidatesCollected uint64 `json:"candidatesCollected"`
 }
 
-// counters is Stats with atomic fields.
+// counters is Stats with atomic fields, plus counters Stats does not
+// show yet: web/metrics.Election mirrors Stats field for field (main
+// converts one into the other), so a new Stats field needs both changed
+// together.
 type counters struct {
 	decisions, grants, preemptions, cleared, fallbacks, strategyErrors,
 	conflicts, abstentions, pings, writeErrors, collected atomic.Uint64
+	// reused counts reconciles that reused the lease's last decision
+	// (only the holder's renewals changed) instead of calling a strategy.
+	reused atomic.Uint64
+	// backedOff counts strategy calls skipped because the module was
+	// within its failure backoff.
+	backedOff atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.

@@ -34,7 +34,15 @@ type runner struct {
 // checking then running the same module compiles it once.
 var offlineCache = sync.OnceValue(wazero.NewCompilationCache)
 
+// wazeroVersionOnce makes wazero cache its version string before any two
+// runtimes can be created concurrently: wazero (v1.12.0) memoizes it in an
+// unsynchronized global on first use (NewCompilationCacheWithDir, the
+// compiler engine), a data race when two hosts start at once (e.g. servers
+// in one process, parallel tests). After that, later uses only read it.
+var wazeroVersionOnce sync.Once
+
 func newRunner(ctx context.Context, opts Options, shared wazero.CompilationCache) (*runner, error) {
+	wazeroVersionOnce.Do(func() { _ = wazero.NewRuntime(ctx).Close(ctx) })
 	cache := shared
 	if cache != nil {
 		// owned by the caller
