@@ -12,11 +12,15 @@
 // Every serve flag has an environment twin, LEASEHOLD_<FLAG> in upper snake
 // case (--data-dir is LEASEHOLD_DATA_DIR). A flag given on the command line
 // wins over its environment variable, which wins over the default.
+//
+// This file is the wiring only: the command switch, serve's flags and the
+// assembly of storage, engine, election, plugins and web, signals, and the
+// thin glue of the offline commands. The logic lives in the packages
+// (README.md, Layout).
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,26 +28,30 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
-	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/leaseclient"
 	"github.com/leasehold/leasehold/web/leaserun"
 	"github.com/leasehold/leasehold/web/loadgen"
+	"github.com/leasehold/leasehold/web/metrics"
+	"github.com/leasehold/leasehold/web/security"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -59,17 +67,19 @@ const (
 	kubeMinCompatMinor = "36"
 )
 
+// ---------------------------------------------------------------------------
+// Entry point, command switch and signals
+// ---------------------------------------------------------------------------
+
 func main() {
 	ctx, stop := signalContext(isServeCommand(os.Args[1:]))
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run executes one command line and returns the process exit code. ready,
-// when not nil, is called with the listening address once the server
-// accepts requests (tests use it).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) int {
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -84,13 +94,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			fmt.Fprintf(stderr, "leasehold serve: %v\n", err)
 			return 2
 		}
-		if err := serve(ctx, cfg, stdout, ready); err != nil {
+		if err := serve(ctx, cfg, stdout); err != nil {
 			fmt.Fprintf(stderr, "leasehold: %v\n", err)
 			return 1
 		}
 		return 0
 	case "plugin":
-		return runPlugin(ctx, args, stdout, stderr)
+		return host.Command(ctx, args, stdout, stderr)
 	case "bench":
 		return loadgen.Main(ctx, args, stdout, stderr)
 	case "run":
@@ -150,84 +160,54 @@ Usage:
 `)
 }
 
-// runPlugin implements "leasehold plugin vet|test".
-func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fmt.Fprintln(stderr, "usage: leasehold plugin vet FILE.wasm | leasehold plugin test FILE.wasm [--input snapshot.json]")
-		return 2
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("leasehold plugin "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	input := fs.String("input", "", "`file` with the abi.Input JSON to decide on (default: a built-in sample)")
-	// Accept the module path before or after the flags.
-	var file string
-	rest := args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		file, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 || file == "" {
-		fmt.Fprintf(stderr, "leasehold plugin %s: expected exactly one FILE.wasm\n", sub)
-		return 2
-	}
-	wasm, err := os.ReadFile(file)
-	if err != nil {
-		fmt.Fprintf(stderr, "leasehold plugin %s: %v\n", sub, err)
-		return 1
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if sub == "vet" {
-		rep, err := host.Vet(ctx, wasm)
-		_ = enc.Encode(rep)
-		if err != nil {
-			fmt.Fprintf(stderr, "leasehold plugin vet: %s: %v\n", file, err)
-			return 1
+// signalContext is cancelled by the first SIGTERM or SIGINT. With
+// exitOnSecond (the server), a second signal ends the process at once
+// with exit code 1, as kube-apiserver does, for an operator who does not
+// want to wait for the graceful drain. Other commands (leasehold run
+// forwards signals to its child) handle repeated signals themselves.
+func signalContext(exitOnSecond bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ch
+		cancel()
+		if !exitOnSecond {
+			return
 		}
-		fmt.Fprintf(stderr, "%s: ok (strategy %q, version %q)\n", file, rep.Info.Name, rep.Info.Version)
-		return 0
+		sig := <-ch
+		fmt.Fprintf(os.Stderr, "leasehold: second signal (%s), exiting immediately\n", sig)
+		os.Exit(1)
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel()
 	}
-	var in *abi.Input
-	if *input != "" {
-		data, err := os.ReadFile(*input)
-		if err != nil {
-			fmt.Fprintf(stderr, "leasehold plugin test: %v\n", err)
-			return 1
-		}
-		in = new(abi.Input)
-		if err := json.Unmarshal(data, in); err != nil {
-			fmt.Fprintf(stderr, "leasehold plugin test: %s is not an abi.Input: %v\n", *input, err)
-			return 1
-		}
-	}
-	decision, timing, err := host.TestRun(ctx, wasm, in)
-	if err != nil {
-		fmt.Fprintf(stderr, "leasehold plugin test: %s: %v\n", file, err)
-		return 1
-	}
-	_ = enc.Encode(struct {
-		Decision *abi.Decision `json:"decision"`
-		Timing   host.Timing   `json:"timing"`
-	}{decision, timing})
-	return 0
 }
+
+// isServeCommand reports whether args run the server (the default
+// command).
+func isServeCommand(args []string) bool {
+	return len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "serve"
+}
+
+// ---------------------------------------------------------------------------
+// serve: flags and their environment twins
+// ---------------------------------------------------------------------------
 
 // serveConfig is the parsed and validated configuration of "leasehold serve".
 type serveConfig struct {
 	Listen          string
 	DataDir         string
 	WriteKubeconfig string
-	LogFormat       string
-	LogLevel        slog.Level
-	WatchHistory    time.Duration
-	PluginsDir      string
-	PluginTimeout   time.Duration
-	MaxBodyBytes    int
+	// ReadyFile receives the server's URL once it accepts requests ("": off).
+	ReadyFile     string
+	LogFormat     string
+	LogLevel      slog.Level
+	WatchHistory  time.Duration
+	PluginsDir    string
+	PluginTimeout time.Duration
+	MaxBodyBytes  int
 	// ProfilingListen serves /debug/pprof/ on its own address ("": off).
 	ProfilingListen string
 	// Storage is the backend: "bbolt" (one file in DataDir) or "etcd".
@@ -239,7 +219,7 @@ type serveConfig struct {
 	EtcdKeyFile     string
 	EtcdDialTimeout time.Duration
 	// Security holds TLS, authentication, authorization and limits.
-	Security securityConfig
+	Security *security.Config
 	// onCommit observes storage commits (set by serve for bbolt).
 	onCommit func(d time.Duration, writes int, err error)
 }
@@ -269,6 +249,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", time.Second, "wall-clock limit of one strategy decision; a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ProfilingListen, "profiling-listen", "", "`address` to serve unauthenticated Go profiling endpoints (/debug/pprof/) on, e.g. 127.0.0.1:6060 (default off)")
+	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.StringVar(&cfg.Storage, "storage", "bbolt", "storage `backend`: bbolt (one file in the data directory) or etcd (an etcd cluster that several replicas share)")
 	fs.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs` (with --storage etcd), e.g. https://etcd-0:2379,https://etcd-1:2379")
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/leasehold", "etcd key `prefix`, so that several installations can share one etcd cluster")
@@ -276,7 +257,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&cfg.EtcdCertFile, "etcd-certfile", "", "PEM client certificate `file` for etcd (with --etcd-keyfile)")
 	fs.StringVar(&cfg.EtcdKeyFile, "etcd-keyfile", "", "PEM client key `file` for etcd (with --etcd-certfile)")
 	fs.DurationVar(&cfg.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for etcd at startup before giving up")
-	cfg.Security.register(fs)
+	cfg.Security = security.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: leasehold serve [flags]\n\nFlags (each also read from its environment variable):\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -342,10 +323,21 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	default:
 		return cfg, fmt.Errorf("invalid --storage %q: use bbolt or etcd", cfg.Storage)
 	}
-	if err := cfg.Security.validate(cfg.Listen); err != nil {
+	if err := cfg.Security.Validate(cfg.Listen); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
@@ -356,22 +348,26 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// ---------------------------------------------------------------------------
+// serve: wiring storage, engine, election, plugins and web
+// ---------------------------------------------------------------------------
+
 // serve runs the server until ctx is done.
-func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(addr string)) error {
+func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	logger := newLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	start := time.Now()
-	if err := startProfiling(ctx, cfg.ProfilingListen, logger); err != nil {
+	if err := web.StartProfiling(ctx, cfg.ProfilingListen, logger); err != nil {
 		return err
 	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	sec, err := loadSecurity(&cfg.Security, cfg.Listen, cfg.DataDir, logger)
+	sec, err := cfg.Security.Build(cfg.Listen, cfg.DataDir, logger)
 	if err != nil {
 		return err
 	}
-	ops := newServeOps(&cfg.Security)
+	ops := newServeOps(cfg.Security)
 	cfg.onCommit = ops.onCommit
 	store, dbPath, err := openStore(ctx, cfg, logger.With("component", "storage"))
 	if err != nil {
@@ -469,7 +465,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 			Decisions: eng.Decisions,
 		},
 	}
-	ops.configure(&wopts, &cfg, sec, store, plugins, &ctrl)
+	ops.configure(&wopts, cfg.Security, sec, store, plugins, &ctrl)
 	srv, err := web.NewServer(wopts)
 	if err != nil {
 		return fmt.Errorf("create HTTP server: %w", err)
@@ -479,13 +475,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	addr := ln.Addr().String()
-	serverURL := kubeconfigServer(sec.scheme(), addr)
+	serverURL := security.ServerURL(sec.Scheme(), ln.Addr().String())
 
 	if cfg.WriteKubeconfig != "-" {
-		content, err := sec.kubeconfig(serverURL)
+		content, err := sec.Kubeconfig(serverURL)
 		if err == nil {
-			err = writeKubeconfig(cfg.WriteKubeconfig, content)
+			err = leaseclient.WriteKubeconfig(cfg.WriteKubeconfig, content)
 		}
 		if err != nil {
 			ln.Close()
@@ -497,8 +492,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 
 	logger.Info("Serving the Lease API", "url", serverURL, "storage", dbPath,
 		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
-	if ready != nil {
-		ready(addr)
+	if cfg.ReadyFile != "" {
+		if err := writeReadyFile(cfg.ReadyFile, serverURL); err != nil {
+			ln.Close()
+			return err
+		}
+		defer os.Remove(cfg.ReadyFile)
 	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		stopBackground()
@@ -506,6 +505,21 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer, ready func(ad
 	}
 	stopBackground()
 	logger.Info("Stopped serving")
+	return nil
+}
+
+// writeReadyFile writes url and a newline to path atomically (through a
+// temporary file and a rename), so that a parent polling for the file never
+// reads it half-written.
+func writeReadyFile(path, url string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write ready file: %w", err)
+	}
 	return nil
 }
 
@@ -583,13 +597,330 @@ func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (backend,
 	return s, dbPath, nil
 }
 
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
+// serveOps wires the operational side of serve: metrics, the named
+// readiness checks and the online backup.
+type serveOps struct {
+	metrics *metrics.Registry
+	// commitErr is the error of the last storage commit, nil after a
+	// successful one: the "storage" check fails while writes fail.
+	commitErr atomic.Pointer[error]
+}
+
+func newServeOps(c *security.Config) *serveOps {
+	o := &serveOps{metrics: metrics.New()}
+	o.metrics.SetPerLease(c.MetricsPerLease)
+	return o
+}
+
+// onCommit fits boltdb.Options.OnCommit.
+func (o *serveOps) onCommit(d time.Duration, writes int, err error) {
+	o.metrics.ObserveCommit(d, writes, err)
+	if err != nil {
+		o.commitErr.Store(&err)
+	} else if o.commitErr.Load() != nil {
+		o.commitErr.Store(nil)
+	}
+}
+
+// configure adds security, limits, metrics, health checks and backup to
+// the web server's options.
+func (o *serveOps) configure(opts *web.Options, c *security.Config, sec *security.Security, store backend,
+	plugins *host.Host, ctrl *atomic.Pointer[election.Controller]) {
+	opts.TLS, opts.Auth, opts.Policies = sec.TLS, sec.Auth, sec.Policies
+	opts.Limits = c.Limits()
+	opts.ShutdownDelay = c.ShutdownDelay
+	opts.Metrics = o.metrics
+	opts.Election = func() (metrics.Election, bool) {
+		if c := ctrl.Load(); c != nil {
+			return metrics.Election(c.Stats()), true
+		}
+		return metrics.Election{}, false
+	}
+	if b, ok := store.(*boltdb.Store); ok {
+		opts.Backup = func(ctx context.Context, w io.Writer) (int64, error) { return b.Backup(ctx, w) }
+	}
+	// kube-apiserver-like named checks: /readyz/storage,
+	// /readyz/plugins, /readyz/election-controller (and shutdown, added
+	// by the server).
+	opts.ReadyChecks = []web.Check{
+		{Name: "storage", Check: func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if _, err := store.Stats(ctx); err != nil {
+				return fmt.Errorf("storage: %w", err)
+			}
+			if p := o.commitErr.Load(); p != nil {
+				return fmt.Errorf("the last storage commit failed: %w", *p)
+			}
+			return nil
+		}},
+		{Name: "plugins", Check: plugins.Ready},
+		{Name: "election-controller", Check: func() error {
+			if c := ctrl.Load(); c != nil && !c.Synced() {
+				return errors.New("election controller has not synced yet")
+			}
+			return nil
+		}},
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Client commands: kubeconfig, healthcheck
+// ---------------------------------------------------------------------------
+
+// runKubeconfig implements "leasehold kubeconfig": print a kubeconfig for
+// a server, for clients on other machines.
+func runKubeconfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("leasehold kubeconfig", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var spec leaseclient.KubeconfigSpec
+	var caFile, certFile, keyFile, tokenFile, output string
+	fs.StringVar(&spec.Server, "server", "", "server `URL`, e.g. https://lease-server:8443 (required)")
+	fs.StringVar(&spec.Token, "token", "", "bearer `token` (prefer --token-file: command lines are visible to other users)")
+	fs.StringVar(&tokenFile, "token-file", "", "`file` holding the bearer token")
+	fs.StringVar(&certFile, "client-certificate", "", "PEM client certificate `file` (with --client-key)")
+	fs.StringVar(&keyFile, "client-key", "", "PEM client key `file`")
+	fs.StringVar(&caFile, "certificate-authority", "", "PEM CA `file` that verifies the server (e.g. <data-dir>/pki/ca.crt)")
+	fs.BoolVar(&spec.Insecure, "insecure-skip-tls-verify", false, "do not verify the server's certificate (testing only)")
+	fs.StringVar(&spec.Namespace, "namespace", "default", "the context's `namespace`")
+	fs.StringVar(&spec.User, "user", "leasehold", "the kubeconfig's user entry `name`")
+	fs.StringVar(&output, "o", "yaml", "output `format`: yaml or json")
+	fs.StringVar(&output, "output", "yaml", "output `format`: yaml or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "leasehold kubeconfig: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("unexpected arguments: %q", fs.Args())
+	case spec.Server == "":
+		return fail("--server is required")
+	case output != "yaml" && output != "json":
+		return fail("invalid -o %q: use yaml or json", output)
+	case spec.Token != "" && tokenFile != "":
+		return fail("--token and --token-file exclude each other")
+	case (certFile == "") != (keyFile == ""):
+		return fail("--client-certificate and --client-key go together")
+	}
+	var err error
+	read := func(path string) []byte {
+		if path == "" || err != nil {
+			return nil
+		}
+		var b []byte
+		b, err = os.ReadFile(path)
+		return b
+	}
+	if tokenFile != "" {
+		spec.Token = strings.TrimRight(string(read(tokenFile)), "\r\n ")
+	}
+	spec.CAPEM = read(caFile)
+	spec.CertPEM, spec.KeyPEM = read(certFile), read(keyFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold kubeconfig: %v\n", err)
+		return 1
+	}
+	out, err := leaseclient.RenderKubeconfig(spec, output)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold kubeconfig: %v\n", err)
+		return 1
+	}
+	_, _ = stdout.Write(out)
+	return 0
+}
+
+// runHealthcheck implements "leasehold healthcheck": GET /readyz on the
+// local server and exit 0 when it answers 200, 1 otherwise. Distroless
+// images have no curl, so the Docker HEALTHCHECK runs this. Without --url
+// the address comes from --listen (LEASEHOLD_LISTEN, as serve reads it);
+// HTTPS is tried first, then plain HTTP. The server is verified with
+// <data-dir>/pki/ca.crt when it exists.
+func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, dir := dataDirFlags("healthcheck", stderr)
+	listen := "127.0.0.1:8080"
+	if v, ok := os.LookupEnv(envName("listen")); ok {
+		listen = v
+	}
+	fs.StringVar(&listen, "listen", listen, "the server's `address` (env "+envName("listen")+")")
+	url := fs.String("url", "", "full `URL` to probe instead, e.g. https://127.0.0.1:8443/readyz")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	urls := []string{*url}
+	if *url == "" {
+		var err error
+		if urls, err = leaseclient.ReadyzURLs(listen); err != nil {
+			fmt.Fprintf(stderr, "leasehold healthcheck: invalid --listen %q: %v\n", listen, err)
+			return 2
 		}
 	}
-	return out
+	if err := leaseclient.ProbeReady(ctx, urls, filepath.Join(*dir, "pki", "ca.crt")); err != nil {
+		fmt.Fprintf(stderr, "leasehold healthcheck: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok")
+	return 0
+}
+
+// ---------------------------------------------------------------------------
+// Database commands: backup, restore, compact
+// ---------------------------------------------------------------------------
+
+// dataDirFlags parses "--data-dir D [FILE]" style command lines with the
+// serve flags' environment twin for --data-dir.
+func dataDirFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("leasehold "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := "leasehold-data"
+	if v, ok := os.LookupEnv(envName("data-dir")); ok {
+		def = v
+	}
+	dir := fs.String("data-dir", def, "the server's data `directory` (env "+envName("data-dir")+")")
+	return fs, dir
+}
+
+// parseWithFile parses args with exactly one positional FILE, before or
+// after the flags.
+func parseWithFile(fs *flag.FlagSet, args []string) (string, error) {
+	var file string
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return "", errors.New("expected exactly one FILE")
+	}
+	return file, nil
+}
+
+// runBackup implements "leasehold backup FILE". With no server running
+// the database file is copied directly (read-only); while a server holds
+// it, the copy is streamed from the server's /leasehold/v1/backup with
+// the kubeconfig it wrote (or --kubeconfig). Either way the copy is one
+// consistent snapshot, checked before it replaces FILE.
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, dir := dataDirFlags("backup", stderr)
+	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig names (default: <data-dir>/kubeconfig when the database is in use)")
+	file, err := parseWithFile(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
+		return 2
+	}
+	dbPath := filepath.Join(*dir, "leasehold.db")
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".leasehold-backup-*")
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
+		return 1
+	}
+	defer os.Remove(tmp.Name())
+	n, via, err := backupTo(ctx, tmp, dbPath, *dir, *kubeconfig)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = boltdb.CheckFile(ctx, tmp.Name())
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d bytes, %s)\n", file, n, via)
+	return 0
+}
+
+// backupTo copies the database to w: from the file when no server holds
+// it, else through the running server's backup endpoint.
+func backupTo(ctx context.Context, w io.Writer, dbPath, dir, kubeconfig string) (int64, string, error) {
+	if kubeconfig == "" {
+		n, err := boltdb.BackupFile(ctx, dbPath, w)
+		if !errors.Is(err, boltdb.ErrLocked) {
+			return n, "from " + dbPath, err
+		}
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		if _, serr := os.Stat(kubeconfig); serr != nil {
+			return 0, "", fmt.Errorf("%w; and no %s to reach the running server: pass --kubeconfig", err, kubeconfig)
+		}
+	}
+	cfg, err := leaseclient.LoadKubeconfig(kubeconfig, "")
+	if err != nil {
+		return 0, "", err
+	}
+	c, err := leaseclient.New(cfg)
+	if err != nil {
+		return 0, "", err
+	}
+	n, err := c.Download(ctx, "/leasehold/v1/backup", w)
+	return n, "from the server at " + c.Server(), err
+}
+
+// runRestore implements "leasehold restore FILE": with the server
+// stopped, check FILE and swap it in (the old file is kept as
+// leasehold.db.pre-restore).
+func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, dir := dataDirFlags("restore", stderr)
+	file, err := parseWithFile(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return 2
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return 1
+	}
+	dbPath := filepath.Join(*dir, "leasehold.db")
+	if err := boltdb.Restore(ctx, file, dbPath); err != nil {
+		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored %s from %s; watches resume with a relist (the history starts afresh)\n", dbPath, file)
+	return 0
+}
+
+// runCompact implements "leasehold compact": with the server stopped,
+// rewrite the database file without its free pages.
+func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, dir := dataDirFlags("compact", stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "leasehold compact: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	dbPath := filepath.Join(*dir, "leasehold.db")
+	before, after, err := boltdb.CompactFile(ctx, dbPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold compact: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "compacted %s: %d -> %d bytes\n", dbPath, before, after)
+	return 0
 }

@@ -26,7 +26,9 @@ type decodeKey struct {
 }
 
 func newDecodeCache(size int) *decodeCache {
-	return &decodeCache{entries: make(map[decodeKey]object, size), order: make([]decodeKey, size)}
+	// The map grows with use: an idle server (or one without watchers)
+	// does not carry it.
+	return &decodeCache{entries: make(map[decodeKey]object), order: make([]decodeKey, size)}
 }
 
 // get returns the decoded object for key at rev, decoding value on a miss.

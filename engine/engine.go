@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/storage"
@@ -37,6 +38,9 @@ type Engine struct {
 	kinds     map[string]*kind // by plural
 	resources []*Resource
 	decoded   *decodeCache
+	// hubs are the shared watch fan-outs by storage prefix (watchhub.go).
+	hubsMu sync.Mutex
+	hubs   map[string]*watchHub
 	// rvWait is how long reads wait for a future resourceVersion.
 	rvWait time.Duration
 }

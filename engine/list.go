@@ -108,11 +108,21 @@ func (e *Engine) listObject(ctx context.Context, s Scope, opts *metav1.ListOptio
 
 type listResult struct {
 	items []object
-	meta  metav1.ListMeta
+	// raw holds the stored values instead of items for a list without
+	// selectors read with raw set.
+	raw  []storage.KeyValue
+	meta metav1.ListMeta
 }
 
 // list reads one page (or everything) at a consistent revision.
 func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQuery) (listResult, error) {
+	return e.listPage(ctx, k, namespace, q, false)
+}
+
+// listPage is list; with raw (only for a query without selectors) it
+// returns the stored values undecoded.
+func (e *Engine) listPage(ctx context.Context, k *kind, namespace string, q *listQuery, raw bool) (listResult, error) {
+	raw = raw && q.empty()
 	o := &q.opts
 	rv, err := parseRV(o.ResourceVersion)
 	if err != nil {
@@ -156,6 +166,7 @@ func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQue
 
 	var (
 		items     []object
+		raws      []storage.KeyValue
 		lastKey   string
 		hasMore   bool
 		lastCount int64
@@ -180,6 +191,18 @@ func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQue
 			withRev = res.Revision // later pages read the same snapshot
 		}
 		hasMore, lastCount = res.More, res.Count
+		if raw {
+			// No selectors: every item is taken, so no page is refilled.
+			n := len(res.KVs)
+			if limit > 0 && int64(n) > limit {
+				n, hasMore = int(limit), true
+			}
+			raws = res.KVs[:n]
+			if n > 0 {
+				lastKey = raws[n-1].Key
+			}
+			break
+		}
 		if items == nil {
 			items = make([]object, 0, len(res.KVs))
 		}
@@ -218,7 +241,51 @@ func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQue
 			meta.RemainingItemCount = &c
 		}
 	}
-	return listResult{items: items, meta: meta}, nil
+	return listResult{items: items, raw: raws, meta: meta}, nil
+}
+
+// RawList is a list of stored objects, undecoded (Engine.ListRaw).
+type RawList struct {
+	Meta  metav1.ListMeta
+	Items []RawItem
+}
+
+// RawItem is one stored object: the kind's protobuf encoding without
+// resourceVersion, which is ModRevision. Value must not be modified.
+type RawItem struct {
+	Value       []byte
+	ModRevision int64
+}
+
+// ListRaw is List for a caller that encodes stored values itself: it
+// answers the same request with the same errors, but returns the items as
+// stored. ok is false (and nothing was read) when the request needs the
+// objects decoded, because of selectors or a version other than the
+// storage version; the caller then uses List.
+func (e *Engine) ListRaw(ctx context.Context, s Scope, opts *metav1.ListOptions) (_ *RawList, ok bool, _ error) {
+	k, err := e.kindFor(s)
+	if err != nil {
+		return nil, false, toStatus(err)
+	}
+	if s.Version != k.storageGV.Version {
+		return nil, false, nil
+	}
+	q, err := parseListOptions(opts, false)
+	if err != nil {
+		return nil, false, toStatus(err)
+	}
+	if !q.empty() {
+		return nil, false, nil
+	}
+	res, err := e.listPage(ctx, k, s.Namespace, q, true)
+	if err != nil {
+		return nil, false, toStatus(err)
+	}
+	items := make([]RawItem, len(res.raw))
+	for i := range res.raw {
+		items[i] = RawItem{Value: res.raw[i].Value, ModRevision: res.raw[i].ModRevision}
+	}
+	return &RawList{Meta: res.meta, Items: items}, true, nil
 }
 
 // continueToken is kube-apiserver's continue format (storage.EncodeContinue).

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -22,7 +21,7 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	if opts == nil {
 		opts = &metav1.UpdateOptions{}
 	}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+	if errs := ValidateUpdateOptions(opts); len(errs) > 0 {
 		return nil, false, optionsInvalid("UpdateOptions", errs)
 	}
 	in, err := k.input(obj)

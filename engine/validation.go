@@ -9,6 +9,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -316,4 +317,15 @@ func (p prVersion) compare(o prVersion) int {
 		return 1
 	}
 	return strings.Compare(p.str, o.str)
+}
+
+// ValidateUpdateOptions is metav1validation.ValidateUpdateOptions, which
+// builds three field paths on every call: options without a field
+// manager, dry run or field validation (every renewal) have nothing to
+// report.
+func ValidateUpdateOptions(opts *metav1.UpdateOptions) field.ErrorList {
+	if opts.FieldManager == "" && len(opts.DryRun) == 0 && opts.FieldValidation == "" {
+		return nil
+	}
+	return metav1validation.ValidateUpdateOptions(opts)
 }

@@ -65,6 +65,7 @@ type watchRun struct {
 	q         *listQuery
 	version   string
 	bookmarks bool
+	own       bool // copy shared objects for the consumer
 	out       chan watch.Event
 }
 
@@ -112,6 +113,20 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 		}
 		since = res.Revision
 	}
+	var initialEvents []watch.Event
+	if initial {
+		initialEvents = make([]watch.Event, 0, len(initialItems)+1)
+		r := watchRun{k: k, version: s.Version}
+		for _, o := range initialItems {
+			initialEvents = append(initialEvents, watch.Event{Type: watch.Added, Object: k.fromStorage(o, s.Version)})
+		}
+		if q.opts.AllowWatchBookmarks {
+			initialEvents = append(initialEvents, watch.Event{Type: watch.Bookmark, Object: r.bookmark(since, true)})
+		}
+	}
+	if w, ok := e.watchShared(ctx, k, prefix, q, s.Version, since, initialEvents, timeout); ok {
+		return w, nil
+	}
 
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	// The watch ends with the request too.
@@ -127,7 +142,7 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 		return nil, storageError(err)
 	}
 	w := &engineWatcher{result: make(chan watch.Event, watchBuffer), cancel: cancel}
-	run := &watchRun{e: e, k: k, q: q, version: s.Version, bookmarks: q.opts.AllowWatchBookmarks, out: w.result}
+	run := &watchRun{e: e, k: k, q: q, version: s.Version, bookmarks: q.opts.AllowWatchBookmarks, out: w.result, own: !sharedObjects(ctx)}
 	go func() {
 		defer stopOnParent()
 		defer cancel()
@@ -235,7 +250,7 @@ func (r *watchRun) translate(ev storage.Event) (watch.EventType, runtime.Object,
 		curMatch := r.q.matches(cur)
 		if ev.PrevKV == nil {
 			if curMatch {
-				return watch.Added, r.k.fromStorage(ownCopy(cur), r.version), nil
+				return watch.Added, r.k.fromStorage(r.copyOf(cur), r.version), nil
 			}
 			return "", nil, nil
 		}
@@ -249,9 +264,9 @@ func (r *watchRun) translate(ev storage.Event) (watch.EventType, runtime.Object,
 		}
 		switch {
 		case curMatch && prevMatch:
-			return watch.Modified, r.k.fromStorage(ownCopy(cur), r.version), nil
+			return watch.Modified, r.k.fromStorage(r.copyOf(cur), r.version), nil
 		case curMatch:
-			return watch.Added, r.k.fromStorage(ownCopy(cur), r.version), nil
+			return watch.Added, r.k.fromStorage(r.copyOf(cur), r.version), nil
 		case prevMatch:
 			return watch.Deleted, r.deleted(prev, ev.KV.ModRevision), nil
 		}
@@ -277,4 +292,12 @@ func (r *watchRun) deleted(prev object, rev int64) runtime.Object {
 	o := prev.DeepCopyObject().(object)
 	o.SetResourceVersion(formatRV(rev))
 	return r.k.fromStorage(o, r.version)
+}
+
+// copyOf is ownCopy unless the consumer takes shared objects as they are.
+func (r *watchRun) copyOf(o object) object {
+	if !r.own {
+		return o
+	}
+	return ownCopy(o)
 }

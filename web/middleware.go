@@ -24,6 +24,7 @@ import (
 // access log line and the request metrics are written last.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	start := time.Now()
+	s.requests.Add(1)
 	s.begin(rc)
 	info := auth.NewRequestInfo(string(rc.Method()), string(rc.Path()), rc.QueryArgs())
 	user := auth.Anonymous

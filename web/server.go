@@ -102,6 +102,8 @@ type Server struct {
 
 	ids     auditIDs
 	handler fasthttp.RequestHandler
+	// requests counts requests, for releaseIdleMemory.
+	requests atomic.Uint64
 }
 
 // NewServer builds a Server; it does not listen.
@@ -186,6 +188,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	idleCtx, stopIdle := context.WithCancel(ctx)
+	defer stopIdle()
+	go s.releaseIdleMemory(idleCtx)
 	select {
 	case err := <-errc:
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/engine"
 )
 
 var errMissingResources = errors.New("election: engine does not serve leases v1 and leasecandidates v1beta1")
@@ -124,7 +126,9 @@ func (c *Controller) runLeaseInformer(ctx context.Context) {
 			return items, l.ResourceVersion, nil
 		},
 		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return c.e.Watch(ctx, c.leaseScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			// observeLease copies what it keeps, and nothing here writes to
+			// an event's object: take the objects the engine shares.
+			return c.e.Watch(engine.WithSharedWatchObjects(ctx), c.leaseScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		},
 		replace: c.replaceLeases,
 		apply: func(typ watch.EventType, obj runtime.Object) {
@@ -188,16 +192,15 @@ func leaseRecordChanged(a, b *coordinationv1.Lease) bool {
 // observeLease records a lease seen in an event, a list or a write result;
 // stale objects (older resourceVersion than cached) are ignored.
 func (c *Controller) observeLease(l *coordinationv1.Lease) {
-	if len(l.ManagedFields) > 0 {
-		// The controller never reads managedFields, and an update without
-		// them keeps the stored ones (the field manager falls back to the
-		// live object's), so the cache, which holds every lease, does not
-		// keep them: about a third of a renewed lease's decoded size. The
-		// copy also frees a listed lease from its list's item array.
-		cp := *l
-		cp.ManagedFields = nil
-		l = &cp
-	}
+	// The cache keeps its own top-level copy: watch events share their
+	// objects with other watchers, and a listed lease would pin its list's
+	// item array. The copy leaves out managedFields, about a third of a
+	// renewed lease's decoded size, for a cache that holds every lease:
+	// the controller never reads them, and an update without them keeps
+	// the stored ones (the field manager falls back to the live object's).
+	cp := *l
+	cp.ManagedFields = nil
+	l = &cp
 	k := leaseKey{l.Namespace, l.Name}
 	now := c.now()
 	c.mu.Lock()

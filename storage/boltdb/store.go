@@ -76,6 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltdb: open %s: %w", path, err)
 	}
+	releaseMapped(db, path)
 	go s.writer()
 	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", s.rev, "keys", len(s.keys))
 	return s, nil

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,11 +23,21 @@ import (
 // FieldsV1 that is not compact plain ASCII. The caller then uses the
 // serializer. TestFastEncodeLease and FuzzFastEncodeLease compare both.
 func appendLeaseJSON(b []byte, l *coordinationv1.Lease, typeMeta bool) ([]byte, bool) {
+	return appendLeaseJSONMemo(b, l, typeMeta, nil)
+}
+
+// appendLeaseJSONMemo is appendLeaseJSON; fieldsOK, when set, carries the
+// last fieldsV1 found valid from one call to the next (list items).
+func appendLeaseJSONMemo(b []byte, l *coordinationv1.Lease, typeMeta bool, fieldsOK *[]byte) ([]byte, bool) {
 	m := &l.ObjectMeta
 	if len(m.OwnerReferences) > 0 {
 		return b, false
 	}
 	w := jsonOut{b: b, ok: true, first: true}
+	if fieldsOK != nil {
+		w.fieldsOK = *fieldsOK
+		defer func() { *fieldsOK = w.fieldsOK }()
+	}
 	w.raw(`{`)
 	if typeMeta {
 		w.field(`"kind":`, l.Kind, true)
@@ -126,6 +137,8 @@ type jsonOut struct {
 	b     []byte
 	first bool
 	ok    bool
+	// fieldsOK is the last fieldsV1 that passed compactASCII.
+	fieldsOK []byte
 }
 
 func (w *jsonOut) raw(s string) { w.b = append(w.b, s...) }
@@ -151,7 +164,7 @@ func (w *jsonOut) field(key, v string, omitEmpty bool) {
 // whole encoding fall back.
 func (w *jsonOut) str(s string) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if needsEscape[s[i]] {
 			w.ok = false
 			return
 		}
@@ -161,6 +174,15 @@ func (w *jsonOut) str(s string) {
 	w.b = append(w.b, '"')
 }
 
+// needsEscape marks the bytes str refuses: control characters, non-ASCII,
+// and what encoding/json escapes ('"', '\\', and '<', '>', '&' as HTML).
+var needsEscape = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
 // time writes metav1.Time (RFC 3339) or MicroTime (with microseconds) as
 // their MarshalJSON does: null when zero, else UTC.
 func (w *jsonOut) time(t time.Time, layout string) {
@@ -169,8 +191,32 @@ func (w *jsonOut) time(t time.Time, layout string) {
 		return
 	}
 	w.b = append(w.b, '"')
-	w.b = t.UTC().AppendFormat(w.b, layout)
+	w.b = appendUTC(w.b, t.UTC(), layout == metav1.RFC3339Micro)
 	w.b = append(w.b, '"')
+}
+
+// appendUTC is AppendFormat of a UTC time in time.RFC3339 or
+// metav1.RFC3339Micro (micro), without the layout interpretation, which
+// costs as much as the rest of a lease's encoding.
+func appendUTC(b []byte, t time.Time, micro bool) []byte {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		if micro {
+			return t.AppendFormat(b, metav1.RFC3339Micro)
+		}
+		return t.AppendFormat(b, time.RFC3339)
+	}
+	hour, minute, sec := t.Clock()
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10))
+	if micro {
+		us := t.Nanosecond() / 1000
+		b = append(b, '.', byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+			byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10))
+	}
+	return append(b, 'Z')
 }
 
 func (w *jsonOut) stringMap(key string, m map[string]string) {
@@ -209,9 +255,14 @@ func (w *jsonOut) managedEntry(e *metav1.ManagedFieldsEntry) {
 	}
 	w.field(`"fieldsType":`, e.FieldsType, true)
 	if e.FieldsV1 != nil {
-		if !compactASCII(e.FieldsV1.Raw) {
-			w.ok = false
-			return
+		// The leases of a list usually carry identical fieldsV1: check
+		// each distinct one once.
+		if raw := e.FieldsV1.Raw; !bytes.Equal(raw, w.fieldsOK) || len(raw) == 0 {
+			if !compactASCII(raw) {
+				w.ok = false
+				return
+			}
+			w.fieldsOK = raw
 		}
 		w.sep()
 		w.raw(`"fieldsV1":`)
@@ -277,7 +328,7 @@ func leaseListJSON(l *coordinationv1.LeaseList) ([]byte, bool) {
 		if it.Kind != "" || it.APIVersion != "" {
 			return nil, false
 		}
-		if w.b, ok = appendLeaseJSON(w.b, it, false); !ok {
+		if w.b, ok = appendLeaseJSONMemo(w.b, it, false, &w.fieldsOK); !ok {
 			return nil, false
 		}
 	}
@@ -294,21 +345,27 @@ func leaseListJSON(l *coordinationv1.LeaseList) ([]byte, bool) {
 // frameCache shares encoded watch frames between the watchers of a
 // resource: every watcher of a namespace gets every renewal, and encoding
 // it once per watcher would cost the event's encoding times the number of
-// watchers. A frame is keyed by the object's identity and resourceVersion
-// and the event type, which together fix its bytes.
+// watchers. A frame is keyed by the object's address and the event type:
+// the engine hands the same read-only object to every watcher of an event
+// (engine.WithSharedWatchObjects), and an entry keeps its object alive, so
+// the address cannot be reused for another object while it is cached.
 type frameCache struct {
+	// entries is read by every watch stream for every event: a sync.Map
+	// keeps those reads free of a shared lock. mu orders insertions and
+	// the first-in first-out eviction.
+	entries sync.Map // frameKey -> []byte
 	mu      sync.Mutex
-	entries map[frameKey][]byte
 	order   []frameKey
 	next    int
 }
 
 type frameKey struct {
-	namespace, name, rv, typ string
+	obj *coordinationv1.Lease
+	typ string
 }
 
 func newFrameCache(size int) *frameCache {
-	return &frameCache{entries: make(map[frameKey][]byte, size), order: make([]frameKey, size)}
+	return &frameCache{order: make([]frameKey, size)}
 }
 
 // leaseFrame returns the JSON watch frame of a Lease event:
@@ -318,12 +375,9 @@ func (c *frameCache) leaseFrame(typ string, l *coordinationv1.Lease) ([]byte, bo
 	if l.Kind != "Lease" || l.APIVersion != "coordination.k8s.io/v1" || l.ResourceVersion == "" {
 		return nil, false
 	}
-	k := frameKey{l.Namespace, l.Name, l.ResourceVersion, typ}
-	c.mu.Lock()
-	f, ok := c.entries[k]
-	c.mu.Unlock()
-	if ok {
-		return f, true
+	k := frameKey{l, typ}
+	if f, ok := c.entries.Load(k); ok {
+		return f.([]byte), true
 	}
 	w := jsonOut{b: make([]byte, 0, 1024), ok: true}
 	w.raw(`{"type":`)
@@ -333,15 +387,17 @@ func (c *frameCache) leaseFrame(typ string, l *coordinationv1.Lease) ([]byte, bo
 	if !ok || !w.ok {
 		return nil, false
 	}
-	f = append(b, "}\n"...)
+	f := append(b, "}\n"...)
+	if prev, loaded := c.entries.LoadOrStore(k, f); loaded {
+		return prev.([]byte), true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.order[c.next]; old != (frameKey{}) {
-		delete(c.entries, old)
+	if old := c.order[c.next]; old.obj != nil {
+		c.entries.Delete(old)
 	}
 	c.order[c.next] = k
 	c.next = (c.next + 1) % len(c.order)
-	c.entries[k] = f
 	return f, true
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,10 +46,13 @@ type Handler struct {
 
 	encoders map[encoderKey]runtime.Encoder
 	// frames shares encoded JSON watch events between watchers.
-	frames  *frameCache
-	groups  map[string]*group
-	disc    *discovery
-	openapi *openAPI
+	frames *frameCache
+	// watchStreams counts the open batched watch streams, which set the
+	// flush interval (watchFlushInterval).
+	watchStreams atomic.Int64
+	groups       map[string]*group
+	disc         *discovery
+	openapi      *openAPI
 }
 
 // group is one served API group with its versions, most preferred first.

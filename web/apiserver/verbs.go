@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/engine"
 )
 
 // get serves GET .../<plural>/<name> (handlers.GetResource).
@@ -77,6 +79,9 @@ func (r *request) listOrWatch(forceWatch bool) {
 	ctx, err := r.ctx()
 	if err != nil {
 		r.fail(err)
+		return
+	}
+	if r.listFast(ctx, mo, &opts) {
 		return
 	}
 	obj, err := r.h.eng.List(ctx, r.scope, &opts)
@@ -147,7 +152,7 @@ func (r *request) update() {
 		r.fail(err)
 		return
 	}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+	if errs := engine.ValidateUpdateOptions(opts); len(errs) > 0 {
 		r.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 		return
 	}

@@ -134,3 +134,32 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMicroUTC(t *testing.T) {
+	for _, s := range []string{"2026-11-21T16:55:54.123456Z", "1999-01-01T00:00:00.000000Z", "2024-02-29T23:59:59.999999Z"} {
+		want, err := time.Parse(microLayout, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := parseMicroUTC([]byte(s))
+		if !ok || got != want.UnixNano() {
+			t.Errorf("parseMicroUTC(%q) = %d, %v; want %d", s, got, ok, want.UnixNano())
+		}
+	}
+	for _, s := range []string{"", "2026-11-21T16:55:54.123456+", "2026-11-21 16:55:54.123456Z", "2026-1a-21T16:55:54.123456Z"} {
+		if _, ok := parseMicroUTC([]byte(s)); ok {
+			t.Errorf("parseMicroUTC(%q) accepted", s)
+		}
+	}
+}
+
+func TestLastRenewTime(t *testing.T) {
+	ev := []byte(`{"type":"MODIFIED","object":{"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{"f:renewTime":{}}}}]},"spec":{"holderIdentity":"h","renewTime":"2026-11-21T16:55:54.123456Z","leaseTransitions":0}}}`)
+	at := lastRenewTime(ev)
+	if at < 0 || string(ev[at:at+27]) != "2026-11-21T16:55:54.123456Z" {
+		t.Fatalf("lastRenewTime = %d", at)
+	}
+	if lastRenewTime([]byte(`{"spec":{}}`)) != -1 {
+		t.Fatal("found a renewTime in a lease without one")
+	}
+}

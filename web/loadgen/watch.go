@@ -27,6 +27,7 @@ type watcher struct {
 	since  atomic.Int64 // UnixNano; events of renewals sent before it are not counted
 	events atomic.Uint64
 	lag    hist
+	now    int64 // UnixNano when the data being fed was read
 	err    atomic.Pointer[error]
 }
 
@@ -100,6 +101,7 @@ func (w *watcher) run() {
 				w.setErr(err)
 				return
 			}
+			w.now = time.Now().UnixNano() // one clock read per read, not per event
 			w.feed(b)
 			_, _ = w.br.Discard(len(b))
 			size -= len(b)
@@ -157,23 +159,66 @@ func (w *watcher) feed(b []byte) {
 }
 
 func (w *watcher) event(ev []byte) {
-	now := time.Now()
 	// Only renewals of the benchmark's leases: the election controller
 	// also writes leases in the namespace when candidates churn.
-	if !bytes.HasPrefix(ev, []byte(`{"type":"MODIFIED"`)) || !bytes.Contains(ev[:min(len(ev), 256)], w.name) {
+	if !bytes.HasPrefix(ev, modifiedPrefix) || !bytes.Contains(ev[:min(len(ev), 256)], w.name) {
 		return
 	}
-	at := bytes.Index(ev, renewTimeKey)
-	if at < 0 || len(ev) < at+len(renewTimeKey)+27 {
+	at := lastRenewTime(ev)
+	if at < 0 || len(ev) < at+27 {
 		return
 	}
-	at += len(renewTimeKey)
-	t, err := time.Parse(microLayout, string(ev[at:at+27]))
-	if err != nil || t.UnixNano() < w.since.Load() {
+	t, ok := parseMicroUTC(ev[at : at+27])
+	if !ok || t < w.since.Load() {
 		return
 	}
 	w.events.Add(1)
-	w.lag.record(now.Sub(t))
+	w.lag.record(time.Duration(w.now - t))
+}
+
+// lastRenewTime returns the offset of spec.renewTime's value in a Lease
+// event, or -1. spec comes last in a Lease, so it scans back from the end
+// (managedFields, earlier, has "f:renewTime", which does not match): a
+// forward search would walk the whole ~800-byte line.
+func lastRenewTime(ev []byte) int {
+	k := renewTimeKey
+	for i := len(ev) - len(k); i >= 0; i-- {
+		if ev[i] == '"' && ev[i+1] == k[1] && string(ev[i:i+len(k)]) == string(k) {
+			return i + len(k)
+		}
+	}
+	return -1
+}
+
+var modifiedPrefix = []byte(`{"type":"MODIFIED"`)
+
+// parseMicroUTC parses "2006-01-02T15:04:05.000000Z" (metav1.MicroTime as
+// the server writes it) into Unix nanoseconds, without time.Parse's
+// generality: it runs once per event per watcher on the cores the server
+// uses too.
+func parseMicroUTC(b []byte) (int64, bool) {
+	if len(b) != 27 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != '.' || b[26] != 'Z' {
+		return 0, false
+	}
+	num := func(lo, hi int) (int, bool) {
+		n := 0
+		for _, c := range b[lo:hi] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	var v [7]int
+	for i, r := range [7][2]int{{0, 4}, {5, 7}, {8, 10}, {11, 13}, {14, 16}, {17, 19}, {20, 26}} {
+		n, ok := num(r[0], r[1])
+		if !ok {
+			return 0, false
+		}
+		v[i] = n
+	}
+	return time.Date(v[0], time.Month(v[1]), v[2], v[3], v[4], v[5], v[6]*1000, time.UTC).UnixNano(), true
 }
 
 // localAddrs spreads watchers over loopback source addresses, 90 per

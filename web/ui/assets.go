@@ -12,6 +12,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -24,8 +25,27 @@ const assetPlaceholder = "{{ASSETS}}"
 
 // asset is one file, ready to send.
 type asset struct {
-	body, gz    []byte // gz is nil when compressing does not pay
+	body        []byte
 	contentType string
+	// The gzip form is made on first request: compressing every file at
+	// start-up (a compressor's state is about a megabyte) grew the heap
+	// that an idle server keeps.
+	gzOnce *sync.Once
+	gzBody *[]byte // nil when compressing does not pay
+}
+
+// gz returns the compressed body, or nil when compressing does not pay.
+func (f asset) gz() []byte {
+	f.gzOnce.Do(func() {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(f.body)
+		zw.Close()
+		if buf.Len() < len(f.body)*9/10 {
+			*f.gzBody = buf.Bytes()
+		}
+	})
+	return *f.gzBody
 }
 
 // assets holds the embedded files. One hash covers all of them and is part
@@ -83,7 +103,7 @@ func loadAssets() (*assets, error) {
 }
 
 func newAsset(name string, body []byte) asset {
-	ct := mime.TypeByExtension(path.Ext(name))
+	var ct string
 	switch path.Ext(name) { // the OS mime table may lack or differ on these
 	case ".js":
 		ct = "text/javascript; charset=utf-8"
@@ -93,19 +113,13 @@ func newAsset(name string, body []byte) asset {
 		ct = "text/html; charset=utf-8"
 	case ".svg":
 		ct = "image/svg+xml"
+	default: // loading the OS table costs a megabyte and a half of heap
+		ct = mime.TypeByExtension(path.Ext(name))
 	}
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	a := asset{body: body, contentType: ct}
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	zw.Write(body)
-	zw.Close()
-	if buf.Len() < len(body)*9/10 {
-		a.gz = buf.Bytes()
-	}
-	return a
+	return asset{body: body, contentType: ct, gzOnce: new(sync.Once), gzBody: new([]byte)}
 }
 
 // serveIndex sends index.html, which must never be cached: it names the
@@ -131,10 +145,12 @@ func (a *assets) serve(rc *fasthttp.RequestCtx, rest string) {
 func (a *assets) send(rc *fasthttp.RequestCtx, f asset) {
 	rc.SetContentType(f.contentType)
 	rc.Response.Header.Set("Vary", "Accept-Encoding")
-	if f.gz != nil && rc.Request.Header.HasAcceptEncoding("gzip") {
-		rc.Response.Header.Set("Content-Encoding", "gzip")
-		rc.SetBody(f.gz)
-		return
+	if rc.Request.Header.HasAcceptEncoding("gzip") {
+		if gz := f.gz(); gz != nil {
+			rc.Response.Header.Set("Content-Encoding", "gzip")
+			rc.SetBody(gz)
+			return
+		}
 	}
 	rc.SetBody(f.body)
 }
@@ -143,8 +159,8 @@ func (a *assets) send(rc *fasthttp.RequestCtx, f asset) {
 func (h *Handler) Size() (raw, gz int) {
 	for _, f := range append([]asset{h.assets.index}, mapValues(h.assets.files)...) {
 		raw += len(f.body)
-		if f.gz != nil {
-			gz += len(f.gz)
+		if z := f.gz(); z != nil {
+			gz += len(z)
 		} else {
 			gz += len(f.body)
 		}
