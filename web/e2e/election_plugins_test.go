@@ -393,9 +393,11 @@ func TestE2EElectionPluginsHostile(t *testing.T) {
 		}
 	}
 
-	// The window saw decisions (the joins, the renewals), all failing.
-	if after, _ := moduleStatus(t, ts, "example.com/hostile"); after.Calls <= before.Calls || after.Errors <= before.Errors {
-		t.Fatalf("no hostile decisions while the older candidates joined: %d/%d calls/errors before, %d/%d after",
+	// The module failed and was cut off. After a failure the controller
+	// backs the module off (5 s, doubling) and lets the fallback decide
+	// without calling it, so one failure may cover every lease.
+	if after, _ := moduleStatus(t, ts, "example.com/hostile"); after.Errors == 0 {
+		t.Fatalf("the hostile module never failed: %d/%d calls/errors before the window, %d/%d after",
 			before.Calls, before.Errors, after.Calls, after.Errors)
 	}
 
@@ -403,6 +405,7 @@ func TestE2EElectionPluginsHostile(t *testing.T) {
 	for _, m := range holders {
 		m.kill()
 	}
+	failedTotal := 0
 	for lease, lt := range trackers {
 		if who := waitLeader(t, lt, 2, 15*time.Second); who != lease+"-old" {
 			t.Errorf("%s: leader after failover = %s, want %s-old", lease, who, lease)
@@ -430,10 +433,13 @@ func TestE2EElectionPluginsHostile(t *testing.T) {
 				t.Errorf("%s: decision not made by the fallback: %+v", lease, r)
 			}
 		}
-		if failed == 0 || grants < 2 {
-			t.Errorf("%s: history has %d strategy errors mentioning %q and %d fallback grants (want >0, >=2): %+v",
-				lease, failed, modes[lease], grants, leaseDecisions(t, ts, lease))
+		failedTotal += failed
+		if grants < 2 {
+			t.Errorf("%s: history has %d fallback grants (want >=2): %+v", lease, grants, leaseDecisions(t, ts, lease))
 		}
+	}
+	if failedTotal == 0 {
+		t.Errorf("no lease's history records a strategy error naming the module's failure")
 	}
 
 	stopProbe()
