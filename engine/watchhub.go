@@ -30,14 +30,13 @@ import (
 // (older revisions, served from the store's history or answered with 410)
 // it takes the per-watch path in watch.go.
 
-const (
-	// hubRingSize is how many recent events a hub keeps for watches that
-	// start slightly in its past (typically a list's revision).
-	hubRingSize = 1024
-	// hubQueueLimit is how many undelivered events a watcher may hold
-	// (beyond its initial events) before it is closed.
-	hubQueueLimit = 8192
-)
+// hubRingSize is how many recent events a hub keeps for watches that
+// start slightly in its past (typically a list's revision).
+const hubRingSize = 1024
+
+// hubQueueLimit is how many undelivered events a watcher may hold (beyond
+// its initial events) before it is closed; a variable for tests.
+var hubQueueLimit = 8192
 
 // BatchWatcher is implemented by the engine's watches for consumers that
 // drain events in batches instead of one channel receive per event.

@@ -3,30 +3,24 @@ package web
 import (
 	"context"
 	"runtime/debug"
-	"runtime/metrics"
 	"time"
 )
 
-const (
-	// idleCheckInterval is how often releaseIdleMemory looks at the
-	// request count: a server that answered nothing for a whole interval
-	// is idle.
-	idleCheckInterval = 3 * time.Second
-	// idleReleaseMin is the free heap worth returning.
-	idleReleaseMin = 4 << 20
-)
+// idleCheckInterval is how often releaseIdleMemory looks at the request
+// count: a server that answered nothing for a whole interval is idle.
+const idleCheckInterval = 3 * time.Second
 
 // releaseIdleMemory returns free heap to the operating system once the
 // server has gone idle. Go's background scavenger keeps free pages up to
 // about the next GC goal, so after start-up (loading the store, the first
 // lists) or a burst of load an idle server kept tens of megabytes it no
-// longer used. One forced collection after the traffic stops costs a few
+// longer used. One forced collection after the traffic stops (the
+// garbage is not known to be free before a collection) costs a few
 // milliseconds of CPU at a moment nobody waits for it; a busy server is
 // never interrupted.
 func (s *Server) releaseIdleMemory(ctx context.Context) {
 	t := time.NewTicker(idleCheckInterval)
 	defer t.Stop()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
 	last, released := s.requests.Load(), false
 	for {
 		select {
@@ -43,9 +37,6 @@ func (s *Server) releaseIdleMemory(ctx context.Context) {
 			continue
 		}
 		released = true
-		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() >= idleReleaseMin {
-			debug.FreeOSMemory()
-		}
+		debug.FreeOSMemory()
 	}
 }
