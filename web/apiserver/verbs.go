@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/leasehold/leasehold/engine"
 )
@@ -109,15 +110,10 @@ func (r *request) create() {
 		return
 	}
 	opts := &metav1.CreateOptions{}
-	if err := r.decodeOptions(opts, coreV1); err != nil {
+	if err := r.writeOptions(opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
 		r.fail(err)
 		return
 	}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		r.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
-		return
-	}
-	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("CreateOptions"))
 	obj, err := r.decodeBody(info, body, opts.FieldValidation)
 	if err != nil {
 		r.fail(err)
@@ -148,15 +144,10 @@ func (r *request) update() {
 		return
 	}
 	opts := &metav1.UpdateOptions{}
-	if err := r.decodeOptions(opts, coreV1); err != nil {
+	if err := r.writeOptions(opts, "UpdateOptions", func() field.ErrorList { return engine.ValidateUpdateOptions(opts) }); err != nil {
 		r.fail(err)
 		return
 	}
-	if errs := engine.ValidateUpdateOptions(opts); len(errs) > 0 {
-		r.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
-		return
-	}
-	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("UpdateOptions"))
 	info, ok := inputSerializer(b2s(r.rc.Request.Header.ContentType()), r.h.infos)
 	if !ok {
 		r.fail(unsupportedMediaType(r.h.mediaTypes))
@@ -203,15 +194,10 @@ func (r *request) patch() {
 		return
 	}
 	opts := &metav1.PatchOptions{}
-	if err := r.decodeOptions(opts, coreV1); err != nil {
+	if err := r.writeOptions(opts, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(opts, pt) }); err != nil {
 		r.fail(err)
 		return
 	}
-	if errs := metav1validation.ValidatePatchOptions(opts, pt); len(errs) > 0 {
-		r.fail(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
-		return
-	}
-	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PatchOptions"))
 	ctx, err := r.ctx()
 	if err != nil {
 		r.fail(err)
@@ -323,11 +309,30 @@ func (r *request) deleteOptions() (*metav1.DeleteOptions, error) {
 	} else if err := r.decodeOptions(opts, coreV1); err != nil {
 		return nil, err
 	}
-	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	if err := checkOptions(opts, "DeleteOptions", metav1validation.ValidateDeleteOptions(opts)); err != nil {
+		return nil, err
 	}
-	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
 	return opts, nil
+}
+
+// writeOptions decodes a write verb's options from the query and checks
+// them (see checkOptions).
+func (r *request) writeOptions(opts runtime.Object, kind string, validate func() field.ErrorList) error {
+	if err := r.decodeOptions(opts, coreV1); err != nil {
+		return err
+	}
+	return checkOptions(opts, kind, validate())
+}
+
+// checkOptions turns option validation errors into upstream's 422
+// (`<Kind>.meta.k8s.io "" is invalid: ...`) and stamps the options' kind,
+// as kube-apiserver's handlers do before passing them on.
+func checkOptions(opts runtime.Object, kind string, errs field.ErrorList) error {
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+	}
+	opts.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
+	return nil
 }
 
 // respond transforms the result as the Accept header asked (Table,
