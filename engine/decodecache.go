@@ -4,7 +4,10 @@ import (
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // decodeCache shares decoded objects between watchers: every watcher of a
@@ -60,11 +63,13 @@ func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object,
 	return o, nil
 }
 
-// ownCopy gives one watcher its own top-level copy of a shared cached
-// object. Encoders write the TypeMeta of what they encode (the versioning
-// codec sets and restores it), so watchers must not share the struct that
-// holds it; a shallow copy suffices because nothing writes nested fields.
-func ownCopy(o object) object {
+// ShallowCopy gives a consumer its own top-level copy of an object the
+// engine shares between watchers. Encoders write the TypeMeta of what they
+// encode (the versioning codec sets and restores it), so concurrent
+// consumers must not share the struct that holds it; a shallow copy
+// suffices because nothing writes nested fields. Other types are deep
+// copied.
+func ShallowCopy(o runtime.Object) runtime.Object {
 	switch t := o.(type) {
 	case *coordinationv1.Lease:
 		c := *t
@@ -72,6 +77,12 @@ func ownCopy(o object) object {
 	case *coordinationv1beta1.LeaseCandidate:
 		c := *t
 		return &c
+	case *coordinationv1alpha2.LeaseCandidate:
+		c := *t
+		return &c
+	case *metav1.Status:
+		c := *t
+		return &c
 	}
-	return o.DeepCopyObject().(object)
+	return o.DeepCopyObject()
 }

@@ -195,20 +195,14 @@ func newLeaseCandidateKind() *kind {
 	return k
 }
 
-// candidateToV1beta1 converts field by field; v1alpha2 and v1beta1 have
-// identical shapes, so nothing is lost either way. ObjectMeta is shared,
+// candidateToV1beta1 converts with a plain Go struct conversion: v1alpha2
+// and v1beta1 specs have identical fields (the compiler checks it), so
+// nothing is lost either way. ObjectMeta is shared,
 // not copied.
 func candidateToV1beta1(in *coordinationv1alpha2.LeaseCandidate) *coordinationv1beta1.LeaseCandidate {
 	out := &coordinationv1beta1.LeaseCandidate{
 		ObjectMeta: in.ObjectMeta,
-		Spec: coordinationv1beta1.LeaseCandidateSpec{
-			LeaseName:        in.Spec.LeaseName,
-			PingTime:         in.Spec.PingTime,
-			RenewTime:        in.Spec.RenewTime,
-			BinaryVersion:    in.Spec.BinaryVersion,
-			EmulationVersion: in.Spec.EmulationVersion,
-			Strategy:         in.Spec.Strategy,
-		},
+		Spec:       coordinationv1beta1.LeaseCandidateSpec(in.Spec),
 	}
 	out.SetGroupVersionKind(coordinationv1beta1.SchemeGroupVersion.WithKind("LeaseCandidate"))
 	return out
@@ -217,14 +211,7 @@ func candidateToV1beta1(in *coordinationv1alpha2.LeaseCandidate) *coordinationv1
 func candidateToV1alpha2(in *coordinationv1beta1.LeaseCandidate) *coordinationv1alpha2.LeaseCandidate {
 	out := &coordinationv1alpha2.LeaseCandidate{
 		ObjectMeta: in.ObjectMeta,
-		Spec: coordinationv1alpha2.LeaseCandidateSpec{
-			LeaseName:        in.Spec.LeaseName,
-			PingTime:         in.Spec.PingTime,
-			RenewTime:        in.Spec.RenewTime,
-			BinaryVersion:    in.Spec.BinaryVersion,
-			EmulationVersion: in.Spec.EmulationVersion,
-			Strategy:         in.Spec.Strategy,
-		},
+		Spec:       coordinationv1alpha2.LeaseCandidateSpec(in.Spec),
 	}
 	out.SetGroupVersionKind(coordinationv1alpha2.SchemeGroupVersion.WithKind("LeaseCandidate"))
 	return out

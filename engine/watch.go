@@ -294,10 +294,10 @@ func (r *watchRun) deleted(prev object, rev int64) runtime.Object {
 	return r.k.fromStorage(o, r.version)
 }
 
-// copyOf is ownCopy unless the consumer takes shared objects as they are.
+// copyOf is ShallowCopy unless the consumer takes shared objects as they are.
 func (r *watchRun) copyOf(o object) object {
 	if !r.own {
 		return o
 	}
-	return ownCopy(o)
+	return ShallowCopy(o).(object)
 }

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/storage"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
-	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -491,7 +488,7 @@ func (w *hubWatcher) deliver(evs []*hubEvent) {
 			continue
 		}
 		if w.own {
-			obj = copyTop(obj)
+			obj = ShallowCopy(obj)
 		}
 		batch = append(batch, watch.Event{Type: typ, Object: obj})
 	}
@@ -618,21 +615,4 @@ func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *lis
 		return w, true
 	}
 	return nil, false
-}
-
-// copyTop gives one watcher its own top-level copy of a shared object
-// (see ownCopy).
-func copyTop(o runtime.Object) runtime.Object {
-	switch t := o.(type) {
-	case *coordinationv1.Lease:
-		c := *t
-		return &c
-	case *coordinationv1beta1.LeaseCandidate:
-		c := *t
-		return &c
-	case *coordinationv1alpha2.LeaseCandidate:
-		c := *t
-		return &c
-	}
-	return o.DeepCopyObject()
 }

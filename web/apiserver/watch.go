@@ -15,8 +15,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
-	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -336,7 +334,7 @@ func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 	}
 	// The engine shares event objects between watchers, and encoders set
 	// the TypeMeta of what they encode: encode a copy.
-	obj = topCopy(obj)
+	obj = engine.ShallowCopy(obj)
 	if e.target != nil {
 		// As upstream, a failed conversion sends the object unconverted.
 		if t, err := e.r.transformTo(e.ctx, obj, e.target, e.tableOpts); err == nil {
@@ -358,23 +356,4 @@ func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 	}
 	_, err := out.Write(e.ev.Bytes())
 	return err
-}
-
-// topCopy copies the top-level struct of the served kinds (nested fields
-// are never written by encoders) and deep-copies anything else.
-func topCopy(o runtime.Object) runtime.Object {
-	switch t := o.(type) {
-	case *coordinationv1.Lease:
-		c := *t
-		return &c
-	case *coordinationv1beta1.LeaseCandidate:
-		c := *t
-		return &c
-	case *coordinationv1alpha2.LeaseCandidate:
-		c := *t
-		return &c
-	case *metav1.Status:
-		return t
-	}
-	return o.DeepCopyObject()
 }
