@@ -20,8 +20,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 const newestStrategy = "example.com/newest-binary-version"
@@ -111,50 +109,6 @@ func leaseDecisions(t *testing.T, ts *testServer, lease string) []decisionRecord
 	var d struct{ Items []decisionRecord }
 	uiGet(t, ts, "/ui/api/v1/namespaces/kube-system/leases/"+lease+"/decisions", &d)
 	return d.Items
-}
-
-// startMember is startCLEMember (election_test.go) for any lease and
-// strategy: a client-go LeaseCandidate plus a coordinated LeaderElector.
-func startMember(t *testing.T, ts *testServer, lt *leaderTracker, lease, id, binary, emulation, strategy string) *cleMember {
-	t.Helper()
-	m := &cleMember{id: id}
-	cfg := restConfig(t, ts, wireProtobuf)
-	cfg.Timeout = cleRenewDeadline / 2
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if m.dead.Load() {
-				return nil, errors.New("member " + id + " is dead")
-			}
-			return rt.RoundTrip(r)
-		})
-	})
-	cs := clientset(t, cfg)
-	cand, _, err := leaderelection.NewCandidate(cs, "kube-system", id, lease, binary, emulation, coordinationv1.CoordinatedLeaseStrategy(strategy))
-	if err != nil {
-		t.Fatalf("new candidate %s: %v", id, err)
-	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: "kube-system"},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		},
-		LeaseDuration: cleLeaseDuration, RenewDeadline: cleRenewDeadline, RetryPeriod: cleRetryPeriod,
-		ReleaseOnCancel: true, Coordinated: true, Name: lease,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { lt.started(id) },
-			OnStoppedLeading: func() { lt.stopped(id) },
-		},
-	})
-	if err != nil {
-		t.Fatalf("new elector %s: %v", id, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	m.wg.Go(func() { cand.Run(ctx) })
-	m.wg.Go(func() { le.Run(ctx) })
-	t.Cleanup(m.kill)
-	return m
 }
 
 // TestE2EElectionPluginsHotSwap: three candidates elect the oldest with

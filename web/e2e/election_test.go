@@ -43,7 +43,16 @@ func (m *cleMember) kill() {
 	m.wg.Wait()
 }
 
+// startCLEMember is startMember on cleLease with OldestEmulationVersion.
 func startCLEMember(t *testing.T, ts *testServer, lt *leaderTracker, id, binary, emulation string) *cleMember {
+	t.Helper()
+	return startMember(t, ts, lt, cleLease, id, binary, emulation, string(coordinationv1.OldestEmulationVersion))
+}
+
+// startMember runs one component the way kube-controller-manager does under
+// coordinated election: a client-go LeaseCandidate plus a coordinated
+// LeaderElector for lease, declaring strategy. kill() cuts it off the network.
+func startMember(t *testing.T, ts *testServer, lt *leaderTracker, lease, id, binary, emulation, strategy string) *cleMember {
 	t.Helper()
 	m := &cleMember{id: id}
 	cfg := restConfig(t, ts, wireProtobuf)
@@ -58,22 +67,18 @@ func startCLEMember(t *testing.T, ts *testServer, lt *leaderTracker, id, binary,
 		})
 	})
 	cs := clientset(t, cfg)
-	cand, _, err := leaderelection.NewCandidate(cs, "kube-system", id, cleLease, binary, emulation, coordinationv1.OldestEmulationVersion)
+	cand, _, err := leaderelection.NewCandidate(cs, "kube-system", id, lease, binary, emulation, coordinationv1.CoordinatedLeaseStrategy(strategy))
 	if err != nil {
 		t.Fatalf("new candidate %s: %v", id, err)
 	}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: cleLease, Namespace: "kube-system"},
+			LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: "kube-system"},
 			Client:     cs.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		},
-		LeaseDuration:   cleLeaseDuration,
-		RenewDeadline:   cleRenewDeadline,
-		RetryPeriod:     cleRetryPeriod,
-		ReleaseOnCancel: true,
-		Coordinated:     true,
-		Name:            cleLease,
+		LeaseDuration: cleLeaseDuration, RenewDeadline: cleRenewDeadline, RetryPeriod: cleRetryPeriod,
+		ReleaseOnCancel: true, Coordinated: true, Name: lease,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { lt.started(id) },
 			OnStoppedLeading: func() { lt.stopped(id) },
