@@ -201,13 +201,15 @@ type serveConfig struct {
 	DataDir         string
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile     string
-	LogFormat     string
-	LogLevel      slog.Level
-	WatchHistory  time.Duration
-	PluginsDir    string
-	PluginTimeout time.Duration
-	MaxBodyBytes  int
+	ReadyFile    string
+	LogFormat    string
+	LogLevel     slog.Level
+	WatchHistory time.Duration
+	// WatchHistoryMaxBytes bounds the memory of the bbolt backend's history.
+	WatchHistoryMaxBytes int64
+	PluginsDir           string
+	PluginTimeout        time.Duration
+	MaxBodyBytes         int
 	// ProfilingListen serves /debug/pprof/ on its own address ("": off).
 	ProfilingListen string
 	// Storage is the backend: "bbolt" (one file in DataDir) or "etcd".
@@ -245,6 +247,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&logLevel, "log-level", "info", "minimum log `level`: debug, info, warn or error")
 	fs.DurationVar(&cfg.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
+	fs.Int64Var(&cfg.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", time.Second, "wall-clock limit of one strategy decision; a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
@@ -465,6 +468,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Decisions: eng.Decisions,
 		},
 	}
+	if r, ok := store.(interface{ ReleaseMemory() }); ok {
+		wopts.OnIdle = r.ReleaseMemory
+	}
 	ops.configure(&wopts, cfg.Security, sec, store, plugins, &ctrl)
 	srv, err := web.NewServer(wopts)
 	if err != nil {
@@ -590,7 +596,7 @@ func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (backend,
 		return s, "etcd " + cfg.EtcdEndpoints + " " + cfg.EtcdPrefix, nil
 	}
 	dbPath := filepath.Join(cfg.DataDir, "leasehold.db")
-	s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory, Logger: log, OnCommit: cfg.onCommit})
+	s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: cfg.WatchHistory, HistoryMaxBytes: cfg.WatchHistoryMaxBytes, Logger: log, OnCommit: cfg.onCommit})
 	if err != nil {
 		return nil, "", fmt.Errorf("open database %s: %w", dbPath, err)
 	}

@@ -22,10 +22,7 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	s.metrics.ObserveRequest(metrics.RequestLabels{
 		Verb: verb, Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource, Code: code,
 	}, d)
-	level := slog.LevelInfo
-	if isHealthPath(info.Path) || info.Path == "/metrics" {
-		level = slog.LevelDebug // probes and scrapes would drown everything else
-	}
+	level := accessLogLevel(code, d, info)
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
@@ -43,6 +40,31 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	attrs = append(attrs, slog.Int("status", code), slog.Duration("latency", d),
 		slog.String("remote", rc.RemoteIP().String()), slog.String("userAgent", string(rc.UserAgent())))
 	s.log.LogAttrs(context.Background(), level, "HTTP request", attrs...)
+}
+
+// slowRequest is how long a request other than a watch may take before
+// its access line is logged at info level even when it succeeded.
+const slowRequest = time.Second
+
+// accessLogLevel chooses the level of a request's access line. As
+// kube-apiserver (whose per-request "HTTP" lines appear only at -v=3), a
+// successful request is logged at debug level: at thousands of renewals a
+// second, an info line per request would cost the server a tenth of its CPU
+// and flood the journal of a small device. What an operator must see stays
+// at info or above: client errors (bad input is logged once, here), server
+// errors, and slow requests.
+func accessLogLevel(code int, d time.Duration, info *auth.RequestInfo) slog.Level {
+	switch {
+	case isHealthPath(info.Path):
+		return slog.LevelDebug // probes report their own failures; they would drown the rest
+	case code >= 500:
+		return slog.LevelWarn
+	case code >= 400:
+		return slog.LevelInfo
+	case d >= slowRequest && info.Verb != "watch":
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
 
 // metricVerb is apiserver_request_total's verb label (metrics.CleanVerb):

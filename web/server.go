@@ -67,6 +67,11 @@ type Options struct {
 	// after shutdown begins, so that load balancers stop sending new
 	// requests first (kube-apiserver's --shutdown-delay-duration).
 	ShutdownDelay time.Duration
+	// OnIdle, when set, runs each time the server goes idle (no request
+	// for a few seconds), after it returned its own free memory: the place
+	// for the storage backend to drop what it can (storage/boltdb's
+	// Store.ReleaseMemory fits).
+	OnIdle func()
 }
 
 // Check is one named health check.
@@ -93,6 +98,7 @@ type Server struct {
 	backup  func(ctx context.Context, w io.Writer) (int64, error)
 	limits  *limiter
 	delay   time.Duration
+	onIdle  func()
 	version []byte // /version body, rendered once
 
 	// streams is cancelled when shutdown starts, ending watch streams.
@@ -114,7 +120,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, authz: opts.Policies, metrics: opts.Metrics,
-		backup: opts.Backup, delay: opts.ShutdownDelay,
+		backup: opts.Backup, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -32,8 +32,9 @@
 //
 // # History
 //
-// Recent events are kept in memory only, bounded by Options.HistoryWindow
-// and Options.HistoryMaxEvents; trimming advances the compact revision.
+// Recent events are kept in memory only, bounded by Options.HistoryWindow,
+// Options.HistoryMaxEvents and Options.HistoryMaxBytes; trimming advances
+// the compact revision.
 // Watch and List at an older revision are served from it. After a restart
 // the history is empty, so the compact revision equals the current
 // revision: clients resuming from an older resourceVersion get

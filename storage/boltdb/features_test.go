@@ -70,6 +70,84 @@ func TestHistoryRetention(t *testing.T) {
 	}
 }
 
+func TestHistoryByteBound(t *testing.T) {
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("x"), 1000)
+	// Room for about ten events of a 1,000-byte value.
+	s, _ := openTemp(t, Options{HistoryMaxBytes: 10 * eventBytes(&storage.Event{KV: storage.KeyValue{Key: "/k", Value: value}, PrevKV: &storage.KeyValue{}})})
+	kv, err := s.Create(ctx, "/k", value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if kv, err = s.Update(ctx, "/k", value, kv.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crev, _ := s.CompactRevision(ctx)
+	if kept := kv.ModRevision - crev; kept < 9 || kept > 10 {
+		t.Fatalf("%d events kept (compact %d, current %d), want 9-10", kept, crev, kv.ModRevision)
+	}
+	s.mu.RLock()
+	held, limit := s.hist.bytes, s.opts.HistoryMaxBytes
+	s.mu.RUnlock()
+	if held > limit || held <= 0 {
+		t.Fatalf("history holds %d bytes, limit %d", held, limit)
+	}
+	// A watch from the oldest retained revision replays every kept event.
+	w, err := s.Watch(ctx, "/", crev+1)
+	if err != nil {
+		t.Fatalf("Watch at the window edge: %v", err)
+	}
+	w.Stop()
+	if _, err := s.List(ctx, "/", storage.ListOptions{Revision: crev - 1}); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("List below the byte-bounded window: %v", err)
+	}
+	if got := (Options{}).withDefaults().HistoryMaxBytes; got != DefaultHistoryMaxBytes {
+		t.Fatalf("default HistoryMaxBytes %d", got)
+	}
+}
+
+func TestHistoryExpiresWithoutWrites(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t, Options{HistoryWindow: 100 * time.Millisecond})
+	var last storage.KeyValue
+	for i := range 3 {
+		kv, err := s.Create(ctx, "/k"+string(rune('a'+i)), []byte("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = kv
+	}
+	// No further write: the store's own ticker (every second at the
+	// least) must still apply the window.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		crev, _ := s.CompactRevision(ctx)
+		if crev == last.ModRevision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("compact revision %d, current %d: an idle store kept expired history", crev, last.ModRevision)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.mu.RLock()
+	held := s.hist.bytes
+	s.mu.RUnlock()
+	if held != 0 {
+		t.Fatalf("empty history still accounts %d bytes", held)
+	}
+	// The store keeps working, and ReleaseMemory is harmless.
+	s.ReleaseMemory()
+	if _, err := s.Create(ctx, "/after", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := s.Get(ctx, "/ka"); err != nil || string(kv.Value) != "v" {
+		t.Fatalf("Get after release: %q %v", kv.Value, err)
+	}
+}
+
 func TestBackupIsOpenableCopy(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTemp(t, Options{})

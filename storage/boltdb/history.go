@@ -1,6 +1,10 @@
 package boltdb
 
-import "github.com/leasehold/leasehold/storage"
+import (
+	"unsafe"
+
+	"github.com/leasehold/leasehold/storage"
+)
 
 // histEvent is one retained event. Revisions are dense (every revision is
 // exactly one event), so the history is addressed by revision arithmetic.
@@ -18,17 +22,38 @@ type histEvent struct {
 type history struct {
 	events []histEvent
 	head   int
+	// bytes estimates the memory the retained events hold (see
+	// eventBytes), for Options.HistoryMaxBytes.
+	bytes int64
 }
 
 func (h *history) len() int { return len(h.events) - h.head }
 
+// eventBytes estimates what one retained event keeps alive: its slot, its
+// key and value, and the previous key-value header. The previous value
+// itself is not counted: it is the value of the key's preceding event (or
+// of the state the history starts from), counted there.
+func eventBytes(e *storage.Event) int64 {
+	n := int64(unsafe.Sizeof(histEvent{})) + int64(len(e.KV.Key)+len(e.KV.Value))
+	if e.PrevKV != nil {
+		n += int64(unsafe.Sizeof(storage.KeyValue{}))
+	}
+	return n
+}
+
 // get returns the i-th retained event (0 is the oldest).
 func (h *history) get(i int) *histEvent { return &h.events[h.head+i] }
 
-func (h *history) push(e histEvent) { h.events = append(h.events, e) }
+func (h *history) push(e histEvent) {
+	h.events = append(h.events, e)
+	h.bytes += eventBytes(&e.ev)
+}
 
 // dropFront forgets the n oldest events.
 func (h *history) dropFront(n int) {
+	for i := h.head; i < h.head+n; i++ {
+		h.bytes -= eventBytes(&h.events[i].ev)
+	}
 	clear(h.events[h.head : h.head+n]) // release values for the GC
 	h.head += n
 	if h.head == len(h.events) {
@@ -47,5 +72,5 @@ func (h *history) dropFront(n int) {
 // reset forgets everything.
 func (h *history) reset() {
 	clear(h.events)
-	h.events, h.head = h.events[:0], 0
+	h.events, h.head, h.bytes = h.events[:0], 0, 0
 }

@@ -5,12 +5,20 @@ import (
 	"time"
 )
 
+// DefaultHistoryMaxBytes is Options.HistoryMaxBytes's default.
+const DefaultHistoryMaxBytes = 16 << 20
+
 // Options tune a Store. The zero value selects the defaults.
 type Options struct {
 	// HistoryWindow is how long events stay replayable (default 5m).
 	HistoryWindow time.Duration
 	// HistoryMaxEvents caps the number of retained events (default 100000).
 	HistoryMaxEvents int
+	// HistoryMaxBytes caps the memory the retained events hold, estimated
+	// from their keys and values (default 16 MiB). Under heavy write load
+	// it, not the window, bounds the history: at 10,000 writes/s of 700-byte
+	// values 16 MiB is about two seconds, at 100/s the whole window.
+	HistoryMaxBytes int64
 	// MaxValueBytes is the largest accepted value (default 1.5 MiB, etcd's
 	// default request limit); larger writes fail with ErrValueTooLarge.
 	MaxValueBytes int
@@ -42,6 +50,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HistoryMaxEvents <= 0 {
 		o.HistoryMaxEvents = 100000
+	}
+	if o.HistoryMaxBytes <= 0 {
+		o.HistoryMaxBytes = DefaultHistoryMaxBytes
 	}
 	if o.MaxValueBytes <= 0 {
 		o.MaxValueBytes = 3 << 19 // 1.5 MiB

@@ -20,3 +20,15 @@ func releaseMapped(db *bolt.DB, path string) {
 	}
 	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, db.Info().Data, uintptr(fi.Size()), syscall.MADV_DONTNEED)
 }
+
+// releaseMappedLive is releaseMapped on an open store with a running
+// writer. The read transaction holds bbolt's mapping lock, so a commit
+// that grows the file cannot remap it meanwhile: the advice always lands
+// on the database's own mapping, never on memory reused after a remap.
+// tx.Size is the used part of the file, never more than the mapping.
+func releaseMappedLive(db *bolt.DB) {
+	_ = db.View(func(tx *bolt.Tx) error {
+		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, db.Info().Data, uintptr(tx.Size()), syscall.MADV_DONTNEED)
+		return nil
+	})
+}

@@ -6,3 +6,6 @@ import bolt "go.etcd.io/bbolt"
 
 // releaseMapped is a no-op where madvise is not available.
 func releaseMapped(*bolt.DB, string) {}
+
+// releaseMappedLive is a no-op where madvise is not available.
+func releaseMappedLive(*bolt.DB) {}

@@ -78,6 +78,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	releaseMapped(db, path)
 	go s.writer()
+	go s.trimIdle()
 	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", s.rev, "keys", len(s.keys))
 	return s, nil
 }
@@ -220,9 +221,53 @@ func (s *Store) trimLocked(now time.Time) {
 	for n < s.hist.len() && s.hist.get(n).at < cutoff {
 		n++
 	}
+	// The byte bound: drop the oldest events until the rest fit.
+	if excess := s.hist.bytes - s.opts.HistoryMaxBytes; excess > 0 {
+		for i := 0; i < n; i++ {
+			excess -= eventBytes(&s.hist.get(i).ev)
+		}
+		for ; excess > 0 && n < s.hist.len(); n++ {
+			excess -= eventBytes(&s.hist.get(n).ev)
+		}
+	}
 	if n > 0 {
 		s.hist.dropFront(n)
 		s.compactRev += int64(n)
+	}
+}
+
+// trimIdle applies the history's time window while no writes come:
+// publish trims only when it records an event, and without this an idle
+// store would keep its last burst of history (up to HistoryMaxBytes)
+// forever. It ends when the writer does.
+func (s *Store) trimIdle() {
+	every := min(max(s.opts.HistoryWindow/10, time.Second), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.writerDone:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			s.trimLocked(now)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// ReleaseMemory drops the database file's pages from the process's
+// resident memory, as Open does after loading: reads are served from
+// memory, and commits map back only the pages they update. Call it when
+// the server goes idle; the pages stay in the page cache.
+func (s *Store) ReleaseMemory() {
+	if s.closed.Load() {
+		return
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if !s.closed.Load() {
+		releaseMappedLive(s.db)
 	}
 }
 
