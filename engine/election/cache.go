@@ -189,43 +189,64 @@ func leaseRecordChanged(a, b *coordinationv1.Lease) bool {
 		!microEqual(sa.AcquireTime, sb.AcquireTime)
 }
 
-// observeLease records a lease seen in an event, a list or a write result;
-// stale objects (older resourceVersion than cached) are ignored.
-func (c *Controller) observeLease(l *coordinationv1.Lease) {
+// observeLease records a lease seen in an event, a list or a write result
+// and reports whether the cache holds the lease now. Stale objects (older
+// resourceVersion than cached) are ignored, and so are plain leases (see
+// concern.go): for those this is a map lookup or two under the lock, no
+// copy and no reconcile.
+func (c *Controller) observeLease(l *coordinationv1.Lease) bool {
+	k := leaseKey{l.Namespace, l.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cached, changed := c.storeLeaseLocked(k, l)
+	if changed {
+		c.enqueueLocked(k)
+		c.signalLocked()
+	}
+	return cached
+}
+
+// storeLeaseLocked caches l if it concerns coordinated election and is
+// newer than the cached object; c.mu is held. It reports whether k is
+// cached afterwards and whether the cached object changed.
+func (c *Controller) storeLeaseLocked(k leaseKey, l *coordinationv1.Lease) (cached, changed bool) {
+	delete(c.deleted, k)
+	old := c.leases[k]
+	if old == nil && !c.concernsLocked(k, l) {
+		c.passedLocked(k, l)
+		return false, false
+	}
+	if old != nil && rvOf(l) <= rvOf(old.obj) {
+		return true, false
+	}
 	// The cache keeps its own top-level copy: watch events share their
 	// objects with other watchers, and a listed lease would pin its list's
 	// item array. The copy leaves out managedFields, about a third of a
-	// renewed lease's decoded size, for a cache that holds every lease:
-	// the controller never reads them, and an update without them keeps
-	// the stored ones (the field manager falls back to the live object's).
+	// renewed lease's decoded size: the controller never reads them, and
+	// an update without them keeps the stored ones (the field manager
+	// falls back to the live object's).
 	cp := *l
 	cp.ManagedFields = nil
-	l = &cp
-	k := leaseKey{l.Namespace, l.Name}
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.deleted, k)
-	old := c.leases[k]
-	switch {
-	case old == nil:
-		c.leases[k] = &leaseEntry{obj: l, renewSeen: now}
-	case rvOf(l) <= rvOf(old.obj):
-		return
-	case leaseRecordChanged(old.obj, l):
-		c.leases[k] = &leaseEntry{obj: l, renewSeen: now}
-	default:
-		old.obj = l
+	if old == nil || leaseRecordChanged(old.obj, &cp) {
+		c.leases[k] = &leaseEntry{obj: &cp, renewSeen: c.now()}
+	} else {
+		old.obj = &cp
 	}
-	c.enqueueLocked(k)
-	c.signalLocked()
+	return true, true
 }
 
+// forgetLease records a lease deletion. A lease the cache never held
+// and no candidate waits for is none of the controller's business.
 func (c *Controller) forgetLease(l *coordinationv1.Lease) {
 	k := leaseKey{l.Namespace, l.Name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.leases[k]; old != nil && rvOf(old.obj) > rvOf(l) {
+	c.passedLocked(k, l)
+	old := c.leases[k]
+	if old == nil && len(c.cands[k]) == 0 {
+		return
+	}
+	if old != nil && rvOf(old.obj) > rvOf(l) {
 		return
 	}
 	delete(c.leases, k)
@@ -235,11 +256,14 @@ func (c *Controller) forgetLease(l *coordinationv1.Lease) {
 }
 
 func (c *Controller) replaceLeases(items []runtime.Object) {
+	// Only cached leases can vanish from the cache, so only they are
+	// remembered: a relist does not build a set of every plain lease.
 	seen := map[leaseKey]bool{}
 	for _, o := range items {
 		l := o.(*coordinationv1.Lease)
-		seen[leaseKey{l.Namespace, l.Name}] = true
-		c.observeLease(l)
+		if c.observeLease(l) {
+			seen[leaseKey{l.Namespace, l.Name}] = true
+		}
 	}
 	c.mu.Lock()
 	for k := range c.leases {
@@ -249,6 +273,7 @@ func (c *Controller) replaceLeases(items []runtime.Object) {
 			c.enqueueLocked(k)
 		}
 	}
+	c.supersedeReadsLocked(seen)
 	c.mu.Unlock()
 	c.signal()
 }
@@ -268,6 +293,11 @@ func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, li
 	if byName == nil {
 		byName = map[string]*candEntry{}
 		c.cands[k] = byName
+		// The lease's events have not been cached so far unless it is
+		// coordinated by itself: learn it before deciding (concern.go).
+		if c.leases[k] == nil {
+			c.unfetched[k] = struct{}{}
+		}
 	}
 	old := byName[lc.Name]
 	if old != nil && old.obj.UID != lc.UID {

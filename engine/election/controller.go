@@ -44,9 +44,10 @@ type candEntry struct {
 }
 
 // Controller is the coordinated leader election controller. It keeps
-// caches of all Leases and LeaseCandidates through engine watches, and
-// elects through the engine, so every write is validated, versioned and
-// seen by watchers exactly like a client's.
+// caches of all LeaseCandidates and of the Leases coordinated election
+// concerns (concern.go) through engine watches, and elects through the
+// engine, so every write is validated, versioned and seen by watchers
+// exactly like a client's.
 type Controller struct {
 	opts Options
 	e    *engine.Engine
@@ -60,6 +61,11 @@ type Controller struct {
 	cands   map[leaseKey]map[string]*candEntry
 	memos   map[leaseKey]*memo
 	deleted map[leaseKey]bool // leases seen deleted, for history cleanup
+	// unfetched are leases whose first candidate appeared while they were
+	// not cached; fetching holds the floor of each read in flight
+	// (concern.go).
+	unfetched map[leaseKey]struct{}
+	fetching  map[leaseKey]int64
 
 	// queue state, guarded by mu.
 	dirty map[leaseKey]struct{}
@@ -84,18 +90,20 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		opts:    opts,
-		e:       opts.Engine,
-		log:     opts.Logger.With("component", "election"),
-		now:     opts.Now,
-		leases:  map[leaseKey]*leaseEntry{},
-		cands:   map[leaseKey]map[string]*candEntry{},
-		memos:   map[leaseKey]*memo{},
-		deleted: map[leaseKey]bool{},
-		dirty:   map[leaseKey]struct{}{},
-		due:     map[leaseKey]time.Time{},
-		wake:    make(chan struct{}, 1),
-		backoff: newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
+		opts:      opts,
+		e:         opts.Engine,
+		log:       opts.Logger.With("component", "election"),
+		now:       opts.Now,
+		leases:    map[leaseKey]*leaseEntry{},
+		cands:     map[leaseKey]map[string]*candEntry{},
+		memos:     map[leaseKey]*memo{},
+		deleted:   map[leaseKey]bool{},
+		unfetched: map[leaseKey]struct{}{},
+		fetching:  map[leaseKey]int64{},
+		dirty:     map[leaseKey]struct{}{},
+		due:       map[leaseKey]time.Time{},
+		wake:      make(chan struct{}, 1),
+		backoff:   newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
 	cr, ok2 := c.e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")

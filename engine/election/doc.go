@@ -53,6 +53,12 @@
 //     renewals changed, the lease's last decision is reused (up to
 //     ResyncPeriod, or until Resync). Upstream re-decides on every Lease
 //     event, which costs a strategy call per lease every RetryPeriod.
+//   - Only the leases coordinated election concerns are cached and
+//     reconciled: those with spec.strategy or spec.preferredHolder set or
+//     with a LeaseCandidate (upstream's informer keeps every Lease). A
+//     plain client-go lease costs a map lookup per renewal, not a copy
+//     and a reconcile; when its first candidate appears, the lease is
+//     read from the engine before the decision (concern.go).
 //   - A strategy module that failed is not called again for a backoff
 //     window (FailureBackoff doubling to MaxFailureBackoff, reset on
 //     success or when another module version is loaded); the fallback

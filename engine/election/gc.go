@@ -86,7 +86,9 @@ func (c *Controller) CollectGarbage(ctx context.Context) int {
 }
 
 // collectHistories deletes decision histories nobody can relate to any
-// more (their lease was deleted while the controller was not running).
+// more (their lease was deleted while the controller was not running, or
+// while it was a plain lease the cache did not follow). A lease that is
+// not cached may still exist, so the engine has the last word.
 func (c *Controller) collectHistories(ctx context.Context) {
 	keys, err := c.e.DecisionLeases(ctx)
 	if err != nil {
@@ -98,7 +100,7 @@ func (c *Controller) collectHistories(ctx context.Context) {
 		c.mu.Lock()
 		orphan := c.leases[k] == nil && len(c.cands[k]) == 0
 		c.mu.Unlock()
-		if orphan {
+		if orphan && !c.leaseExists(ctx, k) {
 			if err := c.e.DeleteDecisions(ctx, k.ns, k.name); err != nil {
 				c.log.Warn("Deleting decision history failed", "lease", k.String(), "err", err)
 			}

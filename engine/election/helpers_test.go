@@ -24,7 +24,7 @@ const testNS = "kube-system"
 // testEnv is a real engine over a real bbolt file, and a running
 // controller acting through it.
 type testEnv struct {
-	t      *testing.T
+	t      testing.TB
 	e      *engine.Engine
 	c      *Controller
 	ctx    context.Context
@@ -41,7 +41,7 @@ func fastOptions() Options {
 		GrantDuration: time.Second, UnresponsiveRetry: 3 * time.Second}
 }
 
-func newEnv(t *testing.T, opts Options) *testEnv {
+func newEnv(t testing.TB, opts Options) *testEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -90,7 +90,7 @@ func (env *testEnv) run() {
 	env.eventually(2*time.Second, "controller synced", env.c.Synced)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 

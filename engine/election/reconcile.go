@@ -35,6 +35,10 @@ func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, d
 // plus the controller's liveness memory, so the result does not depend on
 // list order or on how often it runs.
 func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
+	if !c.learnLease(ctx, k) {
+		// Not knowing whether the lease exists, decide nothing yet.
+		return c.now().Add(retryAfterWriteError)
+	}
 	now := c.now()
 	le, all, deleted := c.snapshot(k)
 	if le == nil && len(all) == 0 {
@@ -53,6 +57,11 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	if len(valid) == 0 {
 		if len(all) > 0 || lv.preferred != "" {
 			c.clearStalePreferred(ctx, k, lv, nil)
+		}
+		if len(all) == 0 && c.dropPlain(k) {
+			// A plain lease now: the cache stops following it, and the
+			// memory of it goes (its decision history stays with it).
+			c.forget(ctx, k, false)
 		}
 		return next
 	}
