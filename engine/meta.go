@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Name generation as kube-apiserver's SimpleNameGenerator: the prefix cut
@@ -81,7 +82,10 @@ func (e *Engine) beforeUpdate(k *kind, namespace string, o, old object) error {
 	if old.GetDeletionGracePeriodSeconds() != nil && o.GetDeletionGracePeriodSeconds() == nil {
 		o.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	}
-	errs := validateGenericUpdate(o, old)
+	var errs field.ErrorList
+	if !metadataAsStored(o, old) {
+		errs = validateGenericUpdate(o, old)
+	}
 	errs = append(errs, k.validateUpdate(o, old)...)
 	if errs = dedupErrors(errs); len(errs) > 0 {
 		return apierrors.NewInvalid(k.gk, o.GetName(), errs)
