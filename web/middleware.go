@@ -118,13 +118,26 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 // and over TLS HSTS (browsers then never downgrade to plain HTTP).
 func (s *Server) begin(rc *fasthttp.RequestCtx) {
 	h := &rc.Response.Header
-	h.Set("Audit-Id", s.ids.next())
-	h.Set("Cache-Control", "no-cache, private")
-	h.Set("X-Content-Type-Options", "nosniff")
+	id := s.ids.next()
+	// Canonical keys and byte values: Set would normalise each key and
+	// convert each value on every request.
+	h.SetCanonical(headerAuditID, id[:])
+	h.SetCanonical(headerCacheControl, valueNoCache)
+	h.SetCanonical(headerContentTypeOptions, valueNoSniff)
 	if s.tls != nil {
-		h.Set("Strict-Transport-Security", "max-age=31536000")
+		h.SetCanonical(headerHSTS, valueHSTS)
 	}
 }
+
+var (
+	headerAuditID            = []byte("Audit-Id")
+	headerCacheControl       = []byte("Cache-Control")
+	headerContentTypeOptions = []byte("X-Content-Type-Options")
+	headerHSTS               = []byte("Strict-Transport-Security")
+	valueNoCache             = []byte("no-cache, private")
+	valueNoSniff             = []byte("nosniff")
+	valueHSTS                = []byte("max-age=31536000")
+)
 
 // recoverPanic turns a handler panic into a logged 500 Status so that bad
 // input can never take the server down.
@@ -170,7 +183,7 @@ func newAuditIDs() auditIDs {
 	return a
 }
 
-func (a auditIDs) next() string {
+func (a auditIDs) next() [36]byte {
 	var u [16]byte
 	copy(u[:8], a.prefix[:])
 	binary.BigEndian.PutUint64(u[8:], a.n.Add(1))
@@ -186,5 +199,5 @@ func (a auditIDs) next() string {
 	hex.Encode(b[19:23], u[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
-	return string(b[:])
+	return b
 }
