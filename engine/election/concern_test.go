@@ -347,3 +347,39 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleCopyOfDeletedLease: a write result applied after the lease's
+// deletion (the controller's own write racing a delete) leaves a stale
+// copy in the cache; the next update fails with NotFound and must drop it,
+// so that the controller creates the lease for its candidates instead of
+// failing every second.
+func TestStaleCopyOfDeletedLease(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	ctx := context.Background()
+	env.run()
+	a := env.join("a", "kcm", "1.30.0", "1.30.0")
+	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
+	a.stop()
+	if _, _, err := env.e.Delete(ctx, env.cands, "a", &metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete candidate: %v", err)
+	}
+	stale := env.lease("kcm").DeepCopy()
+	if _, _, err := env.e.Delete(ctx, env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete lease: %v", err)
+	}
+	env.eventually(2*time.Second, "deletion seen", func() bool { return env.cachedLease("kcm") == nil })
+	// The late write result.
+	env.c.observeLease(stale)
+	if env.cachedLease("kcm") == nil {
+		t.Fatal("the stale copy was not cached: the race is not reproduced")
+	}
+	errsBefore := env.c.stats.writeErrors.Load()
+	env.join("b", "kcm", "1.30.0", "1.30.0")
+	env.eventually(3*time.Second, "lease recreated for b", func() bool {
+		l := env.lease("kcm")
+		return l != nil && derefStr(l.Spec.HolderIdentity) == "b"
+	})
+	if n := env.c.stats.writeErrors.Load() - errsBefore; n > 1 {
+		t.Errorf("%d write errors: the stale copy was retried", n)
+	}
+}

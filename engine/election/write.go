@@ -99,12 +99,23 @@ func (c *Controller) writeLease(ctx context.Context, k leaseKey, l *coordination
 	}
 	if err != nil {
 		c.stats.writeErrors.Add(1)
+		gone := !create && apierrors.IsNotFound(err)
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			if cur, gerr := c.e.Get(ctx, sc, k.name, &metav1.GetOptions{}); gerr == nil {
-				if cl, ok := cur.(*coordinationv1.Lease); ok {
-					c.observeLease(cl)
-				}
+			// An update of a deleted lease fails this way too: the UID
+			// precondition finds no object.
+			cur, gerr := c.e.Get(ctx, sc, k.name, &metav1.GetOptions{})
+			if cl, ok := cur.(*coordinationv1.Lease); ok && gerr == nil {
+				c.observeLease(cl)
 			}
+			gone = !create && apierrors.IsNotFound(gerr)
+		}
+		if gone {
+			// The lease was deleted although the cache still had it: an
+			// earlier write's result arrived after the deletion's event.
+			// Forget the stale copy (unless a newer one came meanwhile) so
+			// that the retry decides on a missing lease and creates it,
+			// instead of updating a deleted one every second.
+			c.forgetLease(l)
 		}
 		return fmt.Errorf("write lease %s: %w", k, err)
 	}
