@@ -48,11 +48,21 @@ scenario watch-100   --clients 16 --leases 1000 --duration 10s --warmup 1s --rat
 scenario churn       --clients 64 --leases 1000 --duration 10s --warmup 2s --candidates 20 --watchers 10
 
 # Footprint: idle RSS with 10,000 leases, database size per lease, time to ready.
+# Two idle figures: a server at rest on a database of 10,000 leases
+# (restarted, 10 s without requests), and the same server 10 s after a 5 s
+# full-load burst, when it still holds that burst's watch history
+# (--watch-history-max-bytes) until --watch-history expires it.
+kib() { awk -v f="$1:" '$1 == f {print $2}' /proc/$SRV_PID/status; }
 rm -rf "$WORK/data"
 start_server "$WORK/data"
 "$BIN" bench --server "$SERVER" --clients 8 --leases 10000 --duration 1s --warmup 0s --output json >/dev/null
+stop_server
+start_server "$WORK/data"
 sleep 10
-rss=$(awk '/VmRSS/ {print $2}' /proc/$SRV_PID/status)
+rss=$(kib VmRSS) anon=$(kib RssAnon) file=$(kib RssFile)
+"$BIN" bench --server "$SERVER" --clients 64 --leases 10000 --duration 5s --warmup 0s --output json >/dev/null
+sleep 10
+rss_after_load=$(kib VmRSS)
 stop_server
 db=$(stat -c %s "$WORK/data/leasehold.db")
 ready=()
@@ -62,7 +72,7 @@ for run in $(seq 5); do
 	ready+=($(( ($(date +%s%N) - t0) / 1000000 )))
 	stop_server
 done
-echo "{\"idle_rss_kib_10k_leases\": $rss, \"db_bytes\": $db, \"db_bytes_per_lease\": $((db / 10000)), \"ready_ms\": [${ready[*]}]}" | tee "$OUT/footprint.json"
+echo "{\"idle_rss_kib_10k_leases\": $rss, \"idle_rss_anon_kib\": $anon, \"idle_rss_file_kib\": $file, \"idle_rss_kib_after_load\": $rss_after_load, \"db_bytes\": $db, \"db_bytes_per_lease\": $((db / 10000)), \"ready_ms\": [${ready[*]}]}" | tee "$OUT/footprint.json"
 
 echo
 echo "medians over $RUNS runs (machine: $(nproc) CPUs, $(cut -d' ' -f1-3 /proc/loadavg) load):"

@@ -27,27 +27,55 @@ func (e *Engine) get(ctx context.Context, s Scope, name string, opts *metav1.Get
 	if err != nil {
 		return nil, err
 	}
-	if opts != nil && opts.ResourceVersion != "" {
-		rv, err := parseRV(opts.ResourceVersion)
-		if err != nil {
-			return nil, err
-		}
-		if err := e.waitForRV(ctx, rv); err != nil {
-			return nil, err
-		}
-	}
-	kv, err := e.store.Get(ctx, k.key(s.Namespace, name))
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, apierrors.NewNotFound(k.gr, name)
-	}
+	kv, err := e.getStored(ctx, k, s, name, opts)
 	if err != nil {
-		return nil, storageError(err)
+		return nil, err
 	}
 	o, err := k.decode(kv.Value, kv.ModRevision)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return k.fromStorage(o, s.Version), nil
+}
+
+// getStored reads the stored value Get answers with.
+func (e *Engine) getStored(ctx context.Context, k *kind, s Scope, name string, opts *metav1.GetOptions) (storage.KeyValue, error) {
+	if opts != nil && opts.ResourceVersion != "" {
+		rv, err := parseRV(opts.ResourceVersion)
+		if err != nil {
+			return storage.KeyValue{}, err
+		}
+		if err := e.waitForRV(ctx, rv); err != nil {
+			return storage.KeyValue{}, err
+		}
+	}
+	kv, err := e.store.Get(ctx, k.key(s.Namespace, name))
+	if errors.Is(err, storage.ErrNotFound) {
+		return storage.KeyValue{}, apierrors.NewNotFound(k.gr, name)
+	}
+	if err != nil {
+		return storage.KeyValue{}, storageError(err)
+	}
+	return kv, nil
+}
+
+// GetRaw is Get for a caller that encodes the stored value itself (as
+// ListRaw is List's): the same checks and errors, and the object as
+// stored. ok is false (and nothing was read) when s asks for a version
+// other than the storage version; the caller then uses Get.
+func (e *Engine) GetRaw(ctx context.Context, s Scope, name string, opts *metav1.GetOptions) (_ RawItem, ok bool, _ error) {
+	k, err := e.kindFor(s)
+	if err != nil {
+		return RawItem{}, false, toStatus(err)
+	}
+	if s.Version != k.storageGV.Version {
+		return RawItem{}, false, nil
+	}
+	kv, err := e.getStored(ctx, k, s, name, opts)
+	if err != nil {
+		return RawItem{}, false, toStatus(err)
+	}
+	return RawItem{Value: kv.Value, ModRevision: kv.ModRevision}, true, nil
 }
 
 // waitForRV implements "not older than rv": it returns at once when the

@@ -506,8 +506,7 @@ type rawLister interface {
 // values; false means nothing was written and List must serve it.
 func (r *request) listFast(ctx context.Context, mo mediaOptions, opts *metav1.ListOptions) bool {
 	rl, ok := r.h.eng.(rawLister)
-	if !ok || r.scope.Resource == nil || r.scope.Resource.Plural != "leases" || r.gv != coordinationv1.SchemeGroupVersion ||
-		mo.convert != nil || mo.info.MediaType != "application/json" || mo.pretty || isPrettyPrint(r.rc) {
+	if !ok || !r.leaseJSONFastOK(mo) {
 		return false
 	}
 	list, ok, err := rl.ListRaw(ctx, r.scope, opts)

@@ -31,6 +31,9 @@ func (r *request) get() {
 		r.fail(err)
 		return
 	}
+	if r.getFast(ctx, mo, &opts) {
+		return
+	}
 	obj, err := r.h.eng.Get(ctx, r.scope, r.rt.name, &opts)
 	if err != nil {
 		r.fail(err)
