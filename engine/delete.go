@@ -230,8 +230,9 @@ func (e *Engine) collectGarbage(ctx context.Context, k *kind, namespace string, 
 				keep = append(keep, f)
 			}
 		}
-		live.SetFinalizers(keep)
-		return live, nil
+		out := live.DeepCopyObject().(object)
+		out.SetFinalizers(keep)
+		return out, nil
 	})
 	if err != nil && !errors.Is(err, errNothingToCollect) {
 		e.log.WarnContext(ctx, "garbage collection of deleted object failed", "resource", k.res.Plural, "namespace", namespace, "name", o.GetName(), "error", err)

@@ -117,6 +117,9 @@ func (e *Engine) patch(ctx context.Context, s Scope, name string, pt types.Patch
 	transform := func(ctx context.Context, live object, exists bool) (object, error) {
 		var obj object
 		var err error
+		if exists {
+			live = live.DeepCopyObject().(object) // the patchers may edit it
+		}
 		if !exists {
 			if pt != types.ApplyPatchType {
 				return nil, apierrors.NewNotFound(k.gr, name)

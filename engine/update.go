@@ -41,6 +41,9 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 		if exists && k.fastUpdate(live, n, manager, apiVersion) {
 			return n, nil // a renewal: same result, without the field manager
 		}
+		if exists {
+			live = live.DeepCopyObject().(object) // the field manager may edit it
+		}
 		return fm.UpdateNoErrors(live, n, manager).(object), nil
 	}
 	res, err := e.guaranteedUpdate(ctx, k, s.Namespace, name, string(in.GetUID()), isDryRun(opts.DryRun), transform)

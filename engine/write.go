@@ -20,7 +20,10 @@ const maxUpdateAttempts = 64
 
 // transformFunc computes the object to store from the live one. live is
 // never nil: a missing object is represented by an empty one and exists
-// is false.
+// is false. live must not be modified (guaranteedUpdate compares the
+// result with it): a transform that edits the live object edits a
+// DeepCopy. Not copying up front saves a renewal, which only reads it,
+// a deep copy of the stored object.
 type transformFunc func(ctx context.Context, live object, exists bool) (object, error)
 
 // writeResult is the outcome of guaranteedUpdate.
@@ -55,15 +58,7 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 		if uidPrecondition != "" && string(live.GetUID()) != uidPrecondition {
 			return writeResult{}, k.uidPreconditionFailed(namespace, name, uidPrecondition, string(live.GetUID()))
 		}
-		// The transform gets its own copy: the live object is compared
-		// with the result below.
-		var current object
-		if exists {
-			current = live.DeepCopyObject().(object)
-		} else {
-			current = live
-		}
-		obj, err := transform(ctx, current, exists)
+		obj, err := transform(ctx, live, exists)
 		if err != nil {
 			return writeResult{}, err
 		}
