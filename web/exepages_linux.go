@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"os"
 	"strconv"
 	"strings"
@@ -17,12 +18,21 @@ import (
 // they counted as resident for as long as the process lived. The pages stay
 // in the page cache (this is MADV_DONTNEED on a clean private file
 // mapping: nothing is lost, nothing is written), and the code that runs
-// again is mapped back by minor faults, without disk reads. Only mappings
-// with no private anonymous (copy-on-write) pages are touched, so a
-// relocated read-only segment of a dynamically linked build is left alone.
+// again is mapped back by minor faults, without disk reads.
+//
+// Private copy-on-write pages would be lost, so they are excluded twice:
+// a position-independent or dynamically linked build (whose read-only
+// segments may hold relocated data, PT_GNU_RELRO) releases only its code
+// mappings, and any mapping with anonymous or swapped-out pages is left
+// alone. The static build of the Dockerfile releases code and constant
+// data.
 func releaseExecutablePages() {
 	exe, err := os.Executable()
 	if err != nil {
+		return
+	}
+	codeOnly, ok := exeLayout(exe)
+	if !ok {
 		return
 	}
 	data, err := os.ReadFile("/proc/self/smaps")
@@ -41,7 +51,8 @@ func releaseExecutablePages() {
 		fields := strings.Fields(line)
 		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
 			cur = -1
-			if len(fields) < 6 || fields[5] != exe || strings.Contains(fields[1], "w") {
+			if len(fields) < 6 || fields[5] != exe || strings.Contains(fields[1], "w") ||
+				codeOnly && !strings.Contains(fields[1], "x") {
 				continue
 			}
 			lo, hi, _ := strings.Cut(fields[0], "-")
@@ -54,7 +65,7 @@ func releaseExecutablePages() {
 			cur = len(maps) - 1
 			continue
 		}
-		if cur >= 0 && len(fields) >= 2 && fields[0] == "Anonymous:" && fields[1] != "0" {
+		if cur >= 0 && len(fields) >= 2 && (fields[0] == "Anonymous:" || fields[0] == "Swap:") && fields[1] != "0" {
 			maps[cur].ok = false
 		}
 	}
@@ -63,4 +74,46 @@ func releaseExecutablePages() {
 			_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, m.lo, m.hi-m.lo, syscall.MADV_DONTNEED)
 		}
 	}
+}
+
+// ELF constants exeLayout reads (elf.h); debug/elf would add a package to
+// the binary for three fields.
+const (
+	elfTypeDyn     = 3          // ET_DYN: position-independent
+	elfProgRelro   = 0x6474e552 // PT_GNU_RELRO
+	elfHeaderBytes = 64
+)
+
+// exeLayout reads the executable's ELF header: codeOnly is true when it is
+// position-independent or has a RELRO segment (read-only data relocated at
+// start-up), ok false when it is not a 64-bit little-endian ELF file.
+func exeLayout(path string) (codeOnly, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	var h [elfHeaderBytes]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil ||
+		string(h[:4]) != "\x7fELF" || h[4] != 2 || h[5] != 1 { // ELFCLASS64, ELFDATA2LSB
+		return false, false
+	}
+	le := binary.LittleEndian
+	if le.Uint16(h[16:]) == elfTypeDyn {
+		return true, true
+	}
+	phoff, phentsize, phnum := le.Uint64(h[32:]), int64(le.Uint16(h[54:])), int64(le.Uint16(h[56:]))
+	if phentsize < 4 || phnum > 256 {
+		return false, false
+	}
+	ph := make([]byte, phentsize*phnum)
+	if _, err := f.ReadAt(ph, int64(phoff)); err != nil {
+		return false, false
+	}
+	for i := int64(0); i < phnum; i++ {
+		if le.Uint32(ph[i*phentsize:]) == elfProgRelro {
+			return true, true
+		}
+	}
+	return false, true
 }

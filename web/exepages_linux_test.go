@@ -2,6 +2,8 @@ package web
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,5 +42,38 @@ func TestReleaseExecutablePages(t *testing.T) {
 	releaseExecutablePages()
 	if again := rssFileKB(t); again >= before {
 		t.Fatalf("RssFile after a second release %d kB, before the first %d kB", again, before)
+	}
+}
+
+func TestExeLayout(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := exeLayout(self); !ok {
+		t.Fatalf("the test binary %s was not read as ELF", self)
+	}
+	notELF := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(notELF, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := exeLayout(notELF); ok {
+		t.Fatal("a shell script was read as ELF")
+	}
+	// A position-independent build may hold relocated read-only data:
+	// only its code may be released.
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pie := filepath.Join(dir, "pie")
+	cmd := exec.Command("go", "build", "-buildmode=pie", "-o", pie, src)
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GO111MODULE=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildmode=pie: %v\n%s", err, out)
+	}
+	if codeOnly, ok := exeLayout(pie); !ok || !codeOnly {
+		t.Fatalf("PIE binary: codeOnly %v, ok %v; want code only", codeOnly, ok)
 	}
 }

@@ -67,10 +67,12 @@ type Options struct {
 	// after shutdown begins, so that load balancers stop sending new
 	// requests first (kube-apiserver's --shutdown-delay-duration).
 	ShutdownDelay time.Duration
-	// OnIdle, when set, runs each time the server goes idle (no request
-	// for a few seconds), after it returned its own free memory: the place
-	// for the storage backend to drop what it can (storage/boltdb's
-	// Store.ReleaseMemory fits).
+	// OnIdle, when set, runs with each of the server's quiet-time memory
+	// releases (once traffic falls to a few requests a second, then every
+	// minute while it stays there; see releaseIdleMemory), before the
+	// server returns its own free memory: the place for the storage
+	// backend to drop what it can (storage/boltdb's Store.ReleaseMemory
+	// fits).
 	OnIdle func()
 }
 

@@ -32,7 +32,10 @@ func (h *history) len() int { return len(h.events) - h.head }
 // eventBytes estimates what one retained event keeps alive: its slot, its
 // key and value, and the previous key-value header. The previous value
 // itself is not counted: it is the value of the key's preceding event (or
-// of the state the history starts from), counted there.
+// of the state the history starts from), counted there. It is an estimate:
+// the oldest retained event of each key also pins its previous value once
+// the event holding it was trimmed, so the real figure can exceed the
+// bound by up to one value per key written in the window.
 func eventBytes(e *storage.Event) int64 {
 	n := int64(unsafe.Sizeof(histEvent{})) + int64(len(e.KV.Key)+len(e.KV.Value))
 	if e.PrevKV != nil {
