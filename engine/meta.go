@@ -138,7 +138,7 @@ func managedFieldsEqualModuloTime(a, b []metav1.ManagedFieldsEntry) bool {
 		return false
 	}
 	for i := range a {
-		x, y := a[i], b[i]
+		x, y := &a[i], &b[i]
 		if x.Manager != y.Manager || x.Operation != y.Operation || x.APIVersion != y.APIVersion ||
 			x.FieldsType != y.FieldsType || x.Subresource != y.Subresource {
 			return false

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -184,18 +183,7 @@ func metadataAsStored(o, old object) bool {
 		}
 	}
 	mf, oldMF := o.GetManagedFields(), old.GetManagedFields()
-	if len(mf) != len(oldMF) {
-		return false
-	}
-	for i := range mf {
-		a, b := &mf[i], &oldMF[i]
-		if a.Manager != b.Manager || a.Operation != b.Operation || a.APIVersion != b.APIVersion ||
-			a.FieldsType != b.FieldsType || a.Subresource != b.Subresource ||
-			(a.FieldsV1 == nil) != (b.FieldsV1 == nil) || a.FieldsV1 != nil && !bytes.Equal(a.FieldsV1.Raw, b.FieldsV1.Raw) {
-			return false
-		}
-	}
-	return true
+	return len(mf) == 0 && len(oldMF) == 0 || managedFieldsEqualModuloTime(mf, oldMF)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {

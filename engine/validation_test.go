@@ -27,14 +27,12 @@ func validStoredLease() *coordinationv1.Lease {
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "pu", Controller: &t}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "coordination.k8s.io/v1",
-				Time: ptrTo(metav1.NewTime(time.Unix(1700000001, 0))), FieldsType: "FieldsV1",
+				Time: ptr(metav1.NewTime(time.Unix(1700000001, 0))), FieldsType: "FieldsV1",
 				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:holderIdentity":{}}}`)},
 			}},
 		},
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // TestMetadataAsStored checks the validation skip against the validation
 // it skips: whenever metadataAsStored holds, validateGenericUpdate finds
@@ -47,7 +45,7 @@ func TestMetadataAsStored(t *testing.T) {
 	same := func(o *coordinationv1.Lease) {}
 	changes := map[string]func(o *coordinationv1.Lease){
 		"renewal (managedFields time)": func(o *coordinationv1.Lease) {
-			o.ManagedFields[0].Time = ptrTo(metav1.NewTime(time.Unix(1800000000, 0)))
+			o.ManagedFields[0].Time = ptr(metav1.NewTime(time.Unix(1800000000, 0)))
 		},
 		"nothing":            same,
 		"no resourceVersion": func(o *coordinationv1.Lease) { o.ResourceVersion = "" },
@@ -57,8 +55,8 @@ func TestMetadataAsStored(t *testing.T) {
 		"generation":         func(o *coordinationv1.Lease) { o.Generation = -1 },
 		"generateName":       func(o *coordinationv1.Lease) { o.GenerateName = "Bad_" },
 		"creation":           func(o *coordinationv1.Lease) { o.CreationTimestamp = metav1.NewTime(time.Unix(1, 0)) },
-		"deletion":           func(o *coordinationv1.Lease) { o.DeletionTimestamp = ptrTo(metav1.Now()) },
-		"grace":              func(o *coordinationv1.Lease) { o.DeletionGracePeriodSeconds = ptrTo(int64(3)) },
+		"deletion":           func(o *coordinationv1.Lease) { o.DeletionTimestamp = ptr(metav1.Now()) },
+		"grace":              func(o *coordinationv1.Lease) { o.DeletionGracePeriodSeconds = ptr(int64(3)) },
 		"bad label":          func(o *coordinationv1.Lease) { o.Labels = map[string]string{"a b": "c"} },
 		"label value":        func(o *coordinationv1.Lease) { o.Labels = map[string]string{"app": "z"} },
 		"huge annotation":    func(o *coordinationv1.Lease) { o.Annotations = map[string]string{"k": strings.Repeat("x", 300<<10)} },
