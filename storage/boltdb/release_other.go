@@ -5,7 +5,4 @@ package boltdb
 import bolt "go.etcd.io/bbolt"
 
 // releaseMapped is a no-op where madvise is not available.
-func releaseMapped(*bolt.DB, string) {}
-
-// releaseMappedLive is a no-op where madvise is not available.
-func releaseMappedLive(*bolt.DB) {}
+func releaseMapped(*bolt.DB) {}

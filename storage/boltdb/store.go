@@ -76,7 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltdb: open %s: %w", path, err)
 	}
-	releaseMapped(db, path)
+	releaseMapped(db)
 	go s.writer()
 	go s.trimIdle()
 	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", s.rev, "keys", len(s.keys))
@@ -261,13 +261,10 @@ func (s *Store) trimIdle() {
 // memory, and commits map back only the pages they update. Call it when
 // the server goes idle; the pages stay in the page cache.
 func (s *Store) ReleaseMemory() {
-	if s.closed.Load() {
-		return
-	}
-	s.closeMu.RLock()
+	s.closeMu.RLock() // Close takes it before closing the file
 	defer s.closeMu.RUnlock()
 	if !s.closed.Load() {
-		releaseMappedLive(s.db)
+		releaseMapped(s.db)
 	}
 }
 
