@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -27,14 +28,11 @@ import (
 // alone. The static build of the Dockerfile releases code and constant
 // data.
 func releaseExecutablePages() {
-	exe, err := os.Executable()
-	if err != nil {
+	self := executable()
+	if !self.ok {
 		return
 	}
-	codeOnly, ok := exeLayout(exe)
-	if !ok {
-		return
-	}
+	exe, codeOnly := self.path, self.codeOnly
 	data, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return
@@ -75,6 +73,24 @@ func releaseExecutablePages() {
 		}
 	}
 }
+
+// exeInfo is what releaseExecutablePages needs to know of the binary.
+type exeInfo struct {
+	path         string
+	codeOnly, ok bool // see exeLayout
+}
+
+// executable is the running binary's path and layout (exeLayout), read
+// once: neither changes while the process runs.
+var executable = sync.OnceValue(func() (x exeInfo) {
+	path, err := os.Executable()
+	if err != nil {
+		return x
+	}
+	x.path = path
+	x.codeOnly, x.ok = exeLayout(path)
+	return x
+})
 
 // ELF constants exeLayout reads (elf.h); debug/elf would add a package to
 // the binary for three fields.
