@@ -61,11 +61,11 @@ func (r *request) getFast(ctx context.Context, mo mediaOptions, opts *metav1.Get
 var readers = sync.Pool{New: func() any { return new(leaseReader) }}
 
 // leaseJSONRaw renders a stored lease as leaseJSON renders the decoded
-// one; ok false means the reader or the encoder declined it.
+// one; ok false means the value or the encoder declined it.
 func leaseJSONRaw(item engine.RawItem) ([]byte, bool) {
 	rd := readers.Get().(*leaseReader)
 	defer readers.Put(rd)
-	l, ok := rd.read(item.Value, item.ModRevision)
+	l, ok := rd.lease(item)
 	if !ok {
 		return nil, false
 	}

@@ -43,14 +43,9 @@ func leaseListJSONRaw(meta *metav1.ListMeta, items []engine.RawItem) ([]byte, bo
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		kv := &items[i]
-		l, ok := rd.read(kv.Value, kv.ModRevision)
+		l, ok := rd.lease(items[i])
 		if !ok {
-			l = &coordinationv1.Lease{}
-			if err := l.Unmarshal(kv.Value); err != nil {
-				return nil, false
-			}
-			l.ResourceVersion = strconv.FormatInt(kv.ModRevision, 10)
+			return nil, false
 		}
 		if w.b, ok = appendLeaseJSONMemo(w.b, l, false, &w.fieldsOK); !ok {
 			return nil, false
@@ -187,6 +182,21 @@ func (s *seen) first(num int) bool {
 	}
 	*s |= bit
 	return true
+}
+
+// lease returns the stored lease item: read's, or the generated
+// Unmarshal's when read declines it; ok false if the value does not
+// decode at all.
+func (d *leaseReader) lease(item engine.RawItem) (*coordinationv1.Lease, bool) {
+	if l, ok := d.read(item.Value, item.ModRevision); ok {
+		return l, true
+	}
+	l := &coordinationv1.Lease{}
+	if err := l.Unmarshal(item.Value); err != nil {
+		return nil, false
+	}
+	l.ResourceVersion = strconv.FormatInt(item.ModRevision, 10)
+	return l, true
 }
 
 // read returns the Lease stored in value, or ok false.
