@@ -35,6 +35,12 @@ type Options struct {
 	// serving modules (added, replaced or removed), so that the election
 	// controller can re-decide with the new strategies at once.
 	OnChange func()
+	// Interpreter runs strategies on wazero's interpreter even where its
+	// optimizing compiler exists (amd64, arm64): for tests that prove a
+	// module decides the same on both, and for measuring 32-bit ARM's
+	// engine on a development machine. Elsewhere the interpreter is used
+	// regardless.
+	Interpreter bool
 	// Logger receives host and (rate-limited) guest logs. Default
 	// slog.Default().
 	Logger *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -55,7 +56,7 @@ func newRunner(ctx context.Context, opts Options, shared wazero.CompilationCache
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
-	cfg := wazero.NewRuntimeConfigCompiler().
+	cfg := newRuntimeConfig(opts.Interpreter).
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(opts.MemoryLimitPages).
 		WithCompilationCache(cache)
@@ -70,6 +71,33 @@ func newRunner(ctx context.Context, opts Options, shared wazero.CompilationCache
 		return nil, err
 	}
 	return r, nil
+}
+
+// newRuntimeConfig picks wazero's engine. The optimizing compiler exists
+// only for amd64 and arm64 (wazero panics with "unsupported architecture"
+// if asked for it elsewhere, e.g. on 32-bit ARM); other architectures, and
+// callers that ask for it, get the interpreter, which runs the same modules
+// with the same limits, only more slowly.
+func newRuntimeConfig(interpreter bool) wazero.RuntimeConfig {
+	if interpreter || !CompilerSupported() {
+		return wazero.NewRuntimeConfigInterpreter()
+	}
+	return wazero.NewRuntimeConfigCompiler()
+}
+
+// CompilerSupported reports whether strategies run on wazero's optimizing
+// compiler on this architecture, rather than on its interpreter.
+func CompilerSupported() bool {
+	return runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
+}
+
+// EngineName names the wazero engine a host with these options uses, for
+// logs and the UI's system page.
+func EngineName(interpreter bool) string {
+	if interpreter || !CompilerSupported() {
+		return "interpreter"
+	}
+	return "compiler"
 }
 
 func (r *runner) close(ctx context.Context) error {
