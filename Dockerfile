@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t leasehold .
+# Multi-arch: docker buildx build --platform linux/amd64,linux/arm64,linux/arm/v7 -t leasehold .
 # Run:   docker run -p 8443:8443 -v leasehold-data:/data \
 #          -v $PWD/tokens.csv:/etc/leasehold/tokens.csv:ro leasehold
 # The server listens off loopback, so it is secure by default: HTTPS with a
@@ -7,13 +8,18 @@
 # mounted token file (kube-apiserver's token,user,uid,"groups" CSV; mount it
 # as a secret). /data/kubeconfig then holds the CA and the file's first token.
 
-FROM golang:1.26-bookworm AS build
+# The build stage runs on the builder's own platform and cross-compiles
+# (pure Go, no cgo), so a multi-arch build needs no emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
+ARG TARGETOS=linux TARGETARCH=amd64 TARGETVARIANT=""
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# A static, CGO-free binary: .ci/run runs this exact line and checks the result.
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/leasehold .
+# A static, CGO-free binary for the target platform (GOARM=7 from
+# linux/arm/v7): .ci/test runs this exact line for each platform and checks
+# the result.
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH GOARM=${TARGETVARIANT#v} go build -trimpath -ldflags="-s -w" -o /out/leasehold .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/leasehold /usr/local/bin/leasehold
