@@ -53,6 +53,9 @@ var (
 // error wrapping ErrFormat.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
+	if err := checkMappable(path); err != nil {
+		return nil, fmt.Errorf("boltdb: open: %w", err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         opts.OpenTimeout,
 		NoFreelistSync:  true,

@@ -42,7 +42,7 @@ func TestWriteFailureAndRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Dup2(int(ro.Fd()), fd); err != nil {
+	if err := syscall.Dup3(int(ro.Fd()), fd, 0); err != nil {
 		t.Fatal(err)
 	}
 	ro.Close()
@@ -61,7 +61,7 @@ func TestWriteFailureAndRecovery(t *testing.T) {
 		t.Fatalf("list while unwritable: %+v, %v", l, err)
 	}
 
-	if err := syscall.Dup2(saved, fd); err != nil {
+	if err := syscall.Dup3(saved, fd, 0); err != nil {
 		t.Fatal(err)
 	}
 	kv2, err := s.Update(ctx, "/k/a", []byte("v2"), kv.ModRevision)
