@@ -12,7 +12,7 @@ DIST      ?= dist
 # The release architectures (GOARCH; arm is built with GOARM=7, Debian armhf).
 ARCHES     = amd64 arm64 arm
 
-.PHONY: all build test deps dist verify-dist arm-test clean help
+.PHONY: all build test deps dist verify-dist pkg-test arm-test clean help
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make arm-test     run the core packages' tests and an end-to-end smoke on arm64 and armv7 under qemu"
 	@echo "make dist         static binaries, tarballs and .deb packages for amd64, arm64, armhf in $(DIST)/"
 	@echo "make verify-dist  check what make dist wrote"
+	@echo "make pkg-test     install, start, upgrade, remove and purge the amd64 .deb in a throwaway Debian root (root; downloads Debian)"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="$(LDFLAGS)" -o leasehold .
@@ -56,6 +57,9 @@ dist:
 
 verify-dist:
 	bash .ci/verify-dist $(DIST)
+
+pkg-test:
+	bash .ci/pkg-test $(DIST)
 
 clean:
 	rm -rf $(DIST) leasehold

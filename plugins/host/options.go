@@ -21,7 +21,7 @@ type Options struct {
 	// PollInterval is how often Run rescans Dir. Default 2 s.
 	PollInterval time.Duration
 	// CallTimeout bounds one decision: instantiation, _initialize and
-	// lease_strategy_decide together. Default 1 s.
+	// lease_strategy_decide together. Default DefaultCallTimeout.
 	CallTimeout time.Duration
 	// MemoryLimitPages caps a guest's linear memory in 64 KiB pages.
 	// Default 1024 (64 MiB); expect host RSS of 3-4x that while a guest
@@ -46,6 +46,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultCallTimeout is the default limit of one decision: 1 s on wazero's
+// compiler, 5 s on its interpreter (32-bit ARM), where a Go-built guest
+// spends about 300 ms starting its runtime on every call and a decision
+// over 100 candidates takes over a second on an emulated ARMv7.
+func DefaultCallTimeout(interpreter bool) time.Duration {
+	if interpreter || !CompilerSupported() {
+		return 5 * time.Second
+	}
+	return time.Second
+}
+
 func (o Options) withDefaults() Options {
 	if o.Dir == "" && o.DataDir != "" {
 		o.Dir = filepath.Join(o.DataDir, "plugins")
@@ -57,7 +68,7 @@ func (o Options) withDefaults() Options {
 		o.PollInterval = 2 * time.Second
 	}
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = time.Second
+		o.CallTimeout = DefaultCallTimeout(o.Interpreter)
 	}
 	if o.MemoryLimitPages == 0 {
 		o.MemoryLimitPages = 1024
