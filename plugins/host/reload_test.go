@@ -101,6 +101,12 @@ func TestHotReload(t *testing.T) {
 // TestRunPicksUpChanges: the poller, not a manual Scan, loads a file, and
 // decisions keep succeeding on other goroutines while modules swap.
 func TestRunPicksUpChanges(t *testing.T) {
+	// Build the modules first: a build failure (wat2wasm missing) then
+	// fails the test before any decision goroutine exists.
+	versions := map[string][]byte{}
+	for _, v := range []string{"1", "2", "3"} {
+		versions[v] = hello(t, v)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	h := quietHost(t, Options{Dir: dir, PollInterval: 20 * time.Millisecond})
@@ -115,6 +121,16 @@ func TestRunPicksUpChanges(t *testing.T) {
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	// Deferred after Run's cancel, so it runs first: the decision
+	// goroutines end before the host does, even when the test fails.
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func() {
@@ -143,11 +159,9 @@ func TestRunPicksUpChanges(t *testing.T) {
 		}()
 	}
 	for _, v := range []string{"1", "2", "3"} {
-		writeFile(t, filepath.Join(dir, "hello.wasm"), hello(t, v))
+		writeFile(t, filepath.Join(dir, "hello.wasm"), versions[v])
 		waitFor(t, func() bool { return version(t, h, "example.com/hello") == v })
 	}
-	close(stop)
-	wg.Wait()
 }
 
 func waitFor(t *testing.T, cond func() bool) {
