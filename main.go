@@ -51,6 +51,7 @@ import (
 	"github.com/leasehold/leasehold/web/leaserun"
 	"github.com/leasehold/leasehold/web/loadgen"
 	"github.com/leasehold/leasehold/web/metrics"
+	"github.com/leasehold/leasehold/web/sdnotify"
 	"github.com/leasehold/leasehold/web/security"
 	"github.com/leasehold/leasehold/web/ui"
 )
@@ -249,7 +250,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&cfg.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
 	fs.Int64Var(&cfg.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
-	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", time.Second, "wall-clock limit of one strategy decision; a module that exceeds it is cut off and the built-in strategy decides")
+	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultCallTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ProfilingListen, "profiling-listen", "", "`address` to serve unauthenticated Go profiling endpoints (/debug/pprof/) on, e.g. 127.0.0.1:6060 (default off)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
@@ -409,7 +410,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	defer plugins.Close(context.WithoutCancel(ctx))
 
-	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election")}
+	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
+		// One limit for one decision: the election's deadline is the host's.
+		DecideTimeout: cfg.PluginTimeout}
 	if fb, ok := plugins.Builtin(election.OldestEmulationVersion); ok {
 		electionOpts.Fallback = fb
 	}
@@ -505,6 +508,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		}
 		defer os.Remove(cfg.ReadyFile)
 	}
+	notifySystemd(bgCtx, ctx, &background, wopts.ReadyChecks, serverURL, logger)
 	if err := srv.Serve(ctx, ln); err != nil {
 		stopBackground()
 		return fmt.Errorf("serve: %w", err)
@@ -512,6 +516,54 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	stopBackground()
 	logger.Info("Stopped serving")
 	return nil
+}
+
+// notifySystemd tells a Type=notify unit (web/sdnotify) that the server is
+// ready once every readiness check passes, that it drains when ctx ends,
+// and pings the unit's watchdog while the storage check passes. Outside
+// systemd ($NOTIFY_SOCKET unset) it does nothing.
+func notifySystemd(bgCtx, ctx context.Context, background *sync.WaitGroup, checks []web.Check, url string, logger *slog.Logger) {
+	n, err := sdnotify.FromEnv()
+	if err != nil {
+		logger.Warn("Ignoring the systemd watchdog setting", "err", err)
+	}
+	if !n.Active() {
+		return
+	}
+	ready := func() error {
+		for _, c := range checks {
+			if err := c.Check(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	background.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for ready() != nil {
+			select {
+			case <-bgCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		if err := n.Ready("serving the Lease API at " + url); err != nil {
+			logger.Warn("Notifying systemd failed", "err", err)
+		}
+		var storage func() error
+		for _, c := range checks {
+			if c.Name == "storage" {
+				storage = c.Check
+			}
+		}
+		go n.Watchdog(bgCtx, storage)
+		select {
+		case <-ctx.Done():
+			_ = n.Stopping()
+		case <-bgCtx.Done():
+		}
+	})
 }
 
 // writeReadyFile writes url and a newline to path atomically (through a
