@@ -102,4 +102,3 @@ func BenchmarkDecideEngines(b *testing.B) {
 		})
 	}
 }
-
