@@ -116,13 +116,13 @@ func (r response) expect(t testing.TB, code int, body string) {
 	}
 }
 
-// refSample reads a capture from kube-apiserver; tests that need one skip
-// when the research directory is not there.
-func refSample(t testing.TB, name string) string {
+// wireSample returns an expected response body from testdata/wire (see its
+// README), without its final newline.
+func wireSample(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/work/shared/research/ref-samples", name))
+	b, err := os.ReadFile(filepath.Join("testdata", "wire", name))
 	if err != nil {
-		t.Skipf("reference sample not available: %v", err)
+		t.Fatalf("expected response %s: %v", name, err)
 	}
 	return string(bytes.TrimRight(b, "\n"))
 }

@@ -40,7 +40,7 @@ func TestRouting(t *testing.T) {
 		{"DELETE", "/apis/coordination.k8s.io/v1/leases", 405, status405},
 		{"POST", "/apis/coordination.k8s.io/v1/watch/namespaces/default/leases", 405, status405},
 		// A named GET with ?watch=true is still a GET.
-		{"GET", leasesPath + "/nope?watch=true", 404, refSample(t, "status-404-notfound.json") + "\n"},
+		{"GET", leasesPath + "/nope?watch=true", 404, wireSample(t, "status-404-notfound.json") + "\n"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			r := do(t, tc.method, base+tc.path, "")
