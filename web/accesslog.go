@@ -26,6 +26,13 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
+	suppressed := 0
+	if code == fasthttp.StatusUnauthorized {
+		var log bool
+		if log, suppressed = s.authFailures.allow(rc.RemoteIP().String(), time.Now()); !log {
+			return
+		}
+	}
 	attrs := []slog.Attr{
 		slog.String("requestID", string(rc.Response.Header.Peek("Audit-Id"))),
 		slog.String("user", user.Name),
@@ -33,12 +40,15 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	}
 	if info.IsResourceRequest {
 		attrs = append(attrs, slog.String("resource", info.Resource+"."+info.APIGroup),
-			slog.String("namespace", info.Namespace), slog.String("name", info.Name))
+			slog.String("namespace", truncateField(info.Namespace)), slog.String("name", truncateField(info.Name)))
 	} else {
-		attrs = append(attrs, slog.String("path", info.Path))
+		attrs = append(attrs, slog.String("path", truncateField(info.Path)))
 	}
 	attrs = append(attrs, slog.Int("status", code), slog.Duration("latency", d),
-		slog.String("remote", rc.RemoteIP().String()), slog.String("userAgent", string(rc.UserAgent())))
+		slog.String("remote", rc.RemoteIP().String()), slog.String("userAgent", truncateField(string(rc.UserAgent()))))
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressedSinceLast", suppressed))
+	}
 	s.log.LogAttrs(context.Background(), level, "HTTP request", attrs...)
 }
 

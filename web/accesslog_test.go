@@ -2,6 +2,8 @@ package web
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,5 +33,41 @@ func TestAccessLogLevel(t *testing.T) {
 		if got := accessLogLevel(tc.code, tc.d, tc.info); got != tc.want {
 			t.Errorf("%s: level %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestAuthFailureThrottle(t *testing.T) {
+	var f failureThrottle
+	now := time.Now()
+	if ok, n := f.allow("10.0.0.1", now); !ok || n != 0 {
+		t.Fatalf("first failure: %v %d", ok, n)
+	}
+	for i := 0; i < 2999; i++ {
+		if ok, _ := f.allow("10.0.0.1", now.Add(time.Duration(i)*time.Millisecond)); ok {
+			t.Fatalf("failure %d within the interval was logged", i+2)
+		}
+	}
+	if ok, _ := f.allow("10.0.0.2", now); !ok {
+		t.Error("another client's first failure was suppressed")
+	}
+	if ok, n := f.allow("10.0.0.1", now.Add(authFailureInterval)); !ok || n != 2999 {
+		t.Errorf("after the interval: %v, suppressed %d, want 2999", ok, n)
+	}
+	// Memory stays bounded however many addresses fail.
+	for i := 0; i < 3*authFailureClients; i++ {
+		f.allow(strconv.Itoa(i), now)
+	}
+	if len(f.clients) > authFailureClients+1 {
+		t.Errorf("%d clients remembered, bound %d", len(f.clients), authFailureClients)
+	}
+}
+
+func TestTruncateField(t *testing.T) {
+	long := strings.Repeat("x", 4096)
+	if got := truncateField(long); len(got) > maxLoggedField+20 || !strings.HasSuffix(got, "(truncated)") {
+		t.Errorf("truncated to %d bytes: %.40q", len(got), got)
+	}
+	if truncateField("kubectl/v1.37") != "kubectl/v1.37" {
+		t.Error("a short field changed")
 	}
 }

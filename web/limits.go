@@ -29,6 +29,10 @@ type Limits struct {
 	// MaxConnections caps open connections (10000); fasthttp answers
 	// 503 beyond it.
 	MaxConnections int
+	// MaxBodyBytesInFlight caps the request body bytes held in memory at
+	// once, across all requests (DefaultMaxBodyBytesInFlight); a request
+	// whose body would exceed it gets 429 with Retry-After.
+	MaxBodyBytesInFlight int
 }
 
 type limiter struct {

@@ -28,25 +28,44 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	s.begin(rc)
 	info := auth.NewRequestInfo(string(rc.Method()), string(rc.Path()), rc.QueryArgs())
 	user := auth.Anonymous
-	defer func() { s.logRequest(rc, &info, &user, start) }()
+	defer func() { applyClose(rc); s.logRequest(rc, &info, &user, start) }()
 	defer s.recoverPanic(rc)
 
+	if conflictingFraming(rc) {
+		closeAfterResponse(rc)
+		rc.Error("400 Bad Request: both Content-Length and Transfer-Encoding", fasthttp.StatusBadRequest)
+		return
+	}
 	public := isHealthPath(info.Path) || ui.Public(rc)
 	if !public && s.authn.Enabled() {
 		u, err := s.authn.Authenticate(rc.Request.Header.Peek("Authorization"), rc.TLSConnectionState())
 		if err != nil {
 			user = auth.User{}
+			discardBody(rc, drainBytes)
 			s.api.WriteError(rc, auth.Unauthorized())
 			return
 		}
 		user = u
 		apiserver.SetUser(rc, u.Name)
-		if s.authz != nil {
-			if allowed, reason := s.authz.Authorize(u, info); !allowed {
-				s.api.WriteError(rc, auth.Forbidden(u, info, reason))
-				return
-			}
+	}
+	if !routablePath(rc) {
+		discardBody(rc, drainBytes)
+		notFound(rc)
+		return
+	}
+	if !public && s.authn.Enabled() && s.authz != nil {
+		if allowed, reason := s.authz.Authorize(user, info); !allowed {
+			discardBody(rc, drainBytes)
+			s.api.WriteError(rc, auth.Forbidden(user, info, reason))
+			return
 		}
+	}
+	// Only now, authenticated and authorized, is the body read.
+	held, err := s.readBody(rc)
+	defer s.bodies.give(held)
+	if err != nil {
+		s.answerBodyError(rc, err)
+		return
 	}
 	switch {
 	case info.Verb == "watch" && info.IsResourceRequest:

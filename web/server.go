@@ -99,9 +99,12 @@ type Server struct {
 	metrics *metrics.Registry
 	backup  func(ctx context.Context, w io.Writer) (int64, error)
 	limits  *limiter
-	delay   time.Duration
-	onIdle  func()
-	version []byte // /version body, rendered once
+	bodies  bodyBudget
+	// authFailures throttles the access lines of failed authentications.
+	authFailures failureThrottle
+	delay        time.Duration
+	onIdle       func()
+	version      []byte // /version body, rendered once
 
 	// streams is cancelled when shutdown starts, ending watch streams.
 	streams     context.Context
@@ -151,6 +154,10 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.ids = newAuditIDs()
 	s.limits = newLimiter(opts.Limits)
+	s.bodies.limit = int64(opts.Limits.MaxBodyBytesInFlight)
+	if s.bodies.limit <= 0 {
+		s.bodies.limit = DefaultMaxBodyBytesInFlight
+	}
 	if s.metrics == nil {
 		s.metrics = metrics.New()
 	}
@@ -173,12 +180,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorHandler:          s.errorHandler,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		// The handler answers bodies above the limit with upstream's 413.
-		// fasthttp itself reads up to twice the limit, so that a client
-		// sending a moderately oversized body still reads that answer
-		// (closing on unread data would reset the connection under it);
-		// beyond that errorHandler answers and the connection closes.
-		MaxRequestBodySize: 2 * s.maxBody,
+		// Bodies stream: fasthttp reads only their first preReadBytes
+		// before the handler runs, and the handler reads the rest once the
+		// request is authenticated and authorized (readBody), within the
+		// body limit and the budget of bytes in flight.
+		StreamRequestBody:  true,
+		MaxRequestBodySize: s.maxBody,
 		// Request line and headers must fit the read buffer (fasthttp
 		// answers 431 otherwise), which bounds the header size.
 		ReadBufferSize: maxHeaderBytes,
