@@ -26,7 +26,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	start := time.Now()
 	s.requests.Add(1)
 	s.begin(rc)
-	info := auth.NewRequestInfo(string(rc.Method()), string(rc.Path()), rc.QueryArgs())
+	info := requestInfo(rc)
 	user := auth.Anonymous
 	defer func() { applyClose(rc); s.logRequest(rc, &info, &user, start) }()
 	defer s.recoverPanic(rc)
@@ -54,7 +54,16 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		return
 	}
 	if !public && s.authn.Enabled() && s.authz != nil {
-		if allowed, reason := s.authz.Authorize(user, info); !allowed {
+		allowed, reason := s.authz.Authorize(user, info)
+		if allowed && isAdminPath(info.Path) {
+			// Admin endpoints reveal or replace every namespace's objects:
+			// the path being allowed is not enough.
+			allowed, reason = s.authz.Authorize(user, readEverything)
+			if !allowed {
+				reason = "admin endpoints need a policy that may read every resource in every namespace"
+			}
+		}
+		if !allowed {
 			discardBody(rc, drainBytes)
 			s.api.WriteError(rc, auth.Forbidden(user, info, reason))
 			return
@@ -91,6 +100,35 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		defer s.limits.release()
 		s.route(rc)
 	}
+}
+
+// requestInfo is what authorization and the access log see of a request:
+// kube-apiserver's RequestInfo for the API and other paths, and for the UI's
+// decision history the subresource "decisions" of the lease it belongs to.
+func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
+	path := string(rc.Path())
+	if ns, name, ok := ui.DecisionsPath(path); ok {
+		verb := strings.ToLower(string(rc.Method()))
+		if rc.IsGet() || rc.IsHead() {
+			verb = "get"
+		}
+		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: verb,
+			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions",
+			Namespace: ns, Name: name}
+	}
+	return auth.NewRequestInfo(string(rc.Method()), path, rc.QueryArgs())
+}
+
+// readEverything is what a user must be allowed to do to use an admin
+// endpoint: read every resource of every group in every namespace, the
+// reach of cluster-admin's read side.
+var readEverything = auth.RequestInfo{IsResourceRequest: true, Verb: "get",
+	APIGroup: "*", APIVersion: "*", Namespace: "*", Resource: "*", Name: "*"}
+
+// isAdminPath reports the endpoints that read or replace the whole
+// database.
+func isAdminPath(p string) bool {
+	return p == backupPath || strings.HasPrefix(p, "/leasehold/")
 }
 
 // isHealthPath reports the health endpoints, which are public: probes

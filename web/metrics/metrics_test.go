@@ -10,6 +10,7 @@ import (
 
 func TestRegistryOutput(t *testing.T) {
 	r := New()
+	r.SetPerLease(true)
 	r.ObserveRequest(RequestLabels{Verb: "LIST", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Code: 200}, 3*time.Millisecond)
 	r.ObserveRequest(RequestLabels{Verb: "LIST", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Code: 200}, 2*time.Second)
 	r.ObserveCommit(time.Millisecond, 4, nil)

@@ -34,8 +34,9 @@ type Registry struct {
 	commitErrors *vm.Counter
 
 	sources atomic.Pointer[Sources]
-	// PerLease adds the leasehold_lease_* series; off for fleets where
-	// one series per lease is too many.
+	// perLease adds the leasehold_lease_* series: opt-in, as they reveal
+	// every namespace's holders, and one series per lease is too many for
+	// large fleets.
 	perLease atomic.Bool
 }
 
@@ -49,7 +50,9 @@ type RequestLabels struct {
 
 type durationKey struct{ verb, group, version, resource string }
 
-// New returns an empty registry with per-lease series on.
+// New returns an empty registry with per-lease series off: they label
+// every lease with its namespace and holder, so whoever may scrape
+// /metrics would learn every namespace's holders. SetPerLease turns them on.
 func New() *Registry {
 	// The # HELP/# TYPE lines make the output self-describing; the flag
 	// is package-wide in VictoriaMetrics/metrics.
@@ -63,7 +66,6 @@ func New() *Registry {
 	r.commitWrites = r.set.NewCounter("leasehold_storage_commit_writes_total")
 	r.commitErrors = r.set.NewCounter("leasehold_storage_commit_errors_total")
 	r.set.NewGauge("leasehold_watch_streams", func() float64 { return float64(r.watches.Load()) })
-	r.perLease.Store(true)
 	return r
 }
 

@@ -142,10 +142,8 @@ func (h *Handler) serveAPI(rc *fasthttp.RequestCtx, rest string) {
 		h.writeJSON(rc, h.system(rc))
 		return
 	}
-	// namespaces/<ns>/leases/<name>/decisions
-	seg := strings.Split(rest, "/")
-	if len(seg) == 5 && seg[0] == "namespaces" && seg[2] == "leases" && seg[4] == "decisions" && seg[1] != "" && seg[3] != "" {
-		h.serveDecisions(rc, seg[1], seg[3])
+	if ns, name, ok := DecisionsPath("/ui/api/v1/" + rest); ok {
+		h.serveDecisions(rc, ns, name)
 		return
 	}
 	plain(rc, fasthttp.StatusNotFound, "404 page not found")
@@ -224,4 +222,20 @@ func (h *Handler) writeError(rc *fasthttp.RequestCtx, code int, err error) {
 	rc.SetContentType("application/json")
 	rc.Response.Header.Set("Cache-Control", "no-store")
 	rc.SetBody(b)
+}
+
+// DecisionsPath parses the path of a lease's decision history,
+// /ui/api/v1/namespaces/<ns>/leases/<name>/decisions. The server authorizes
+// it as the subresource "decisions" of that lease, in its namespace, so a
+// user sees the history only of leases it may read.
+func DecisionsPath(p string) (namespace, name string, ok bool) {
+	rest, found := strings.CutPrefix(p, "/ui/api/v1/")
+	if !found {
+		return "", "", false
+	}
+	seg := strings.Split(rest, "/")
+	if len(seg) == 5 && seg[0] == "namespaces" && seg[2] == "leases" && seg[4] == "decisions" && seg[1] != "" && seg[3] != "" {
+		return seg[1], seg[3], true
+	}
+	return "", "", false
 }

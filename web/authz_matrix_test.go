@@ -1,0 +1,161 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/metrics"
+	"github.com/leasehold/leasehold/web/ui"
+)
+
+// The users of the authorization matrix, in the order of each route's
+// expected codes.
+var matrixUsers = []string{"anonymous", "nobody", "edge", "reader", "admin"}
+
+// matrixPolicies: "nobody" authenticates but matches no policy; "edge" may
+// read and write leases in namespace edge and read every non-resource path;
+// "reader" may
+// read every resource everywhere and every non-resource path; "admin" may
+// do everything.
+var matrixPolicies = auth.Policies{
+	{User: "edge", Namespace: "edge", Resource: "leases", APIGroup: "coordination.k8s.io"},
+	// What an earlier README gave every authenticated user: it must not
+	// open the admin endpoints, or another namespace's decisions.
+	{User: "edge", Readonly: true, NonResourcePath: "*"},
+	{User: "reader", Readonly: true, Namespace: "*", Resource: "*", APIGroup: "*"},
+	{User: "reader", Readonly: true, NonResourcePath: "*"},
+	{User: "admin", Namespace: "*", Resource: "*", APIGroup: "*", NonResourcePath: "*"},
+}
+
+// TestAuthorizationMatrix runs every kind of route the server serves
+// against five users, checking the status code and that no answer to a
+// user carries data from a namespace it may not read.
+func TestAuthorizationMatrix(t *testing.T) {
+	ctx := context.Background()
+	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := engine.New(engine.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := metrics.New() // per-lease series off, the default
+	var tokens []auth.TokenEntry
+	for _, u := range matrixUsers[1:] {
+		tokens = append(tokens, auth.TokenEntry{Token: "token-" + u, User: auth.User{Name: u}})
+	}
+	srv, err := web.NewServer(web.Options{
+		Engine: eng, Version: testVersion, Metrics: reg,
+		Auth:     &auth.Authenticator{Tokens: auth.NewTokens(tokens)},
+		Policies: matrixPolicies,
+		Backup:   st.Backup,
+		UI:       ui.Sources{Decisions: eng.Decisions},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	base := "http://" + ln.Addr().String()
+
+	// The secret namespace's data: a lease with a recognisable holder and
+	// a decision that names it.
+	admin := "Authorization: Bearer token-admin"
+	const secret = "holder-from-secret-ns"
+	for _, ns := range []string{"edge", "secret"} {
+		holder := "holder-from-" + ns + "-ns"
+		r := do(t, "POST", base+"/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases",
+			`{"metadata":{"name":"l"},"spec":{"holderIdentity":"`+holder+`"}}`, admin)
+		if r.code != 201 {
+			t.Fatalf("seed %s: %d %s", ns, r.code, r.body)
+		}
+		if err := eng.RecordDecision(ctx, ns, "l", engine.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: holder}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const (
+		coll    = "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
+		cands   = "/apis/coordination.k8s.io/v1beta1/namespaces/%s/leasecandidates"
+		renew   = `{"metadata":{"name":"m-{u}"},"spec":{"holderIdentity":"{u}"}}`
+		patch   = `{"spec":{"holderIdentity":"patched"}}`
+		mergeCT = "Content-Type: application/merge-patch+json"
+	)
+	routes := []struct {
+		method, path, body string
+		hdr                string
+		codes              string // anonymous nobody edge reader admin
+	}{
+		// Public: no credentials needed, no data.
+		{"GET", "/healthz", "", "", "200 200 200 200 200"},
+		{"GET", "/readyz", "", "", "200 200 200 200 200"},
+		{"GET", "/ui/", "", "", "200 200 200 200 200"},
+		// Resources in the user's namespace and in another one.
+		{"GET", fmt.Sprintf(coll, "edge"), "", "", "401 403 200 200 200"},
+		{"GET", fmt.Sprintf(coll, "secret"), "", "", "401 403 403 200 200"},
+		{"GET", fmt.Sprintf(coll, "edge") + "/l", "", "", "401 403 200 200 200"},
+		{"GET", fmt.Sprintf(coll, "secret") + "/l", "", "", "401 403 403 200 200"},
+		{"GET", fmt.Sprintf(coll, "edge") + "?watch=true&timeoutSeconds=1", "", "", "401 403 200 200 200"},
+		{"GET", fmt.Sprintf(coll, "secret") + "?watch=true&timeoutSeconds=1", "", "", "401 403 403 200 200"},
+		{"GET", "/apis/coordination.k8s.io/v1/watch/namespaces/secret/leases?timeoutSeconds=1", "", "", "401 403 403 200 200"},
+		{"GET", "/apis/coordination.k8s.io/v1/leases", "", "", "401 403 403 200 200"},
+		{"GET", fmt.Sprintf(cands, "edge"), "", "", "401 403 403 200 200"},
+		{"POST", fmt.Sprintf(coll, "edge"), renew, "", "401 403 201 403 201"},
+		{"POST", fmt.Sprintf(coll, "secret"), renew, "", "401 403 403 403 201"},
+		{"PATCH", fmt.Sprintf(coll, "edge") + "/m-{u}", patch, mergeCT, "401 403 200 403 200"},
+		{"DELETE", fmt.Sprintf(coll, "edge") + "/m-{u}", "", "", "401 403 200 403 200"},
+		// Non-resource paths.
+		{"GET", "/apis", "", "", "401 403 200 200 200"},
+		{"GET", "/apis/coordination.k8s.io/v1", "", "", "401 403 200 200 200"},
+		{"GET", "/version", "", "", "401 403 200 200 200"},
+		{"GET", "/metrics", "", "", "401 403 200 200 200"},
+		// The UI's JSON: the system view is a non-resource path, a
+		// lease's decisions its namespace's subresource.
+		{"GET", "/ui/api/v1/system", "", "", "401 403 200 200 200"},
+		{"GET", "/ui/api/v1/namespaces/edge/leases/l/decisions", "", "", "401 403 200 200 200"},
+		{"GET", "/ui/api/v1/namespaces/secret/leases/l/decisions", "", "", "401 403 403 200 200"},
+		// Admin: the whole database.
+		{"GET", "/leasehold/v1/backup", "", "", "401 403 403 200 200"},
+		// Last, as they change namespace secret's data the checks above
+		// look for.
+		{"PATCH", fmt.Sprintf(coll, "secret") + "/l", patch, mergeCT, "401 403 403 403 200"},
+		{"DELETE", fmt.Sprintf(coll, "secret"), "", "", "401 403 403 403 200"},
+	}
+	for _, rt := range routes {
+		codes := strings.Fields(rt.codes)
+		for i, u := range matrixUsers {
+			var hdr []string
+			if u != "anonymous" {
+				hdr = append(hdr, "Authorization: Bearer token-"+u)
+			}
+			if rt.hdr != "" {
+				hdr = append(hdr, rt.hdr)
+			}
+			path := strings.ReplaceAll(rt.path, "{u}", u)
+			r := do(t, rt.method, base+path, strings.ReplaceAll(rt.body, "{u}", u), hdr...)
+			if fmt.Sprint(r.code) != codes[i] {
+				t.Errorf("%s %s as %s: %d, want %s: %.200s", rt.method, path, u, r.code, codes[i], r.body)
+			}
+			if (u != "reader" && u != "admin") && strings.Contains(r.body, secret) {
+				t.Errorf("%s %s as %s: the answer carries namespace secret's data: %.300s", rt.method, path, u, r.body)
+			}
+		}
+	}
+}
