@@ -360,7 +360,7 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	logger := newLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	start := time.Now()
-	if err := web.StartProfiling(ctx, cfg.ProfilingListen, logger); err != nil {
+	if err := web.StartProfiling(ctx, cfg.ProfilingListen, cfg.Security.AllowUnauthenticatedNetwork, logger); err != nil {
 		return err
 	}
 

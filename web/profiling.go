@@ -12,18 +12,28 @@ import (
 )
 
 // StartProfiling serves Go's pprof endpoints (/debug/pprof/: CPU and heap
-// profiles, goroutine dumps) on their own listener, for serve's
-// "--profiling-listen" (kube-apiserver's --profiling, but off by default and
-// apart from the API port: the endpoints carry no authentication, so the
-// address should be a loopback one). An empty addr serves nothing. The
-// listener closes when ctx ends.
-func StartProfiling(ctx context.Context, addr string, log *slog.Logger) error {
+// profiles, goroutine dumps, the command line) on their own listener, for
+// serve's "--profiling-listen" (kube-apiserver's --profiling, but off by
+// default and apart from the API port). The endpoints carry no
+// authentication, so they follow the API's off-loopback rule: an address
+// that is not loopback is refused unless allowNetwork (serve's
+// --insecure-allow-unauthenticated-network) accepts the risk. An empty addr
+// serves nothing. The listener closes when ctx ends.
+func StartProfiling(ctx context.Context, addr string, allowNetwork bool, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("profiling listener on %s: %w", addr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		if !allowNetwork {
+			ln.Close()
+			return fmt.Errorf("refusing to serve unauthenticated profiling endpoints on %s, which is not a loopback address: "+
+				"anyone who can connect could read goroutine dumps and the command line; use 127.0.0.1:PORT, "+
+				"or pass --insecure-allow-unauthenticated-network to accept the risk", ln.Addr())
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
