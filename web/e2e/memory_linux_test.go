@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,4 +68,63 @@ func TestE2EIdleServerReleasesMemory(t *testing.T) {
 	get("/apis/coordination.k8s.io/v1/namespaces/default/leases/idle-007")
 	get("/apis/coordination.k8s.io/v1/leases?limit=50")
 	createLease(t, ts.URL, "default", "after-idle", "holder")
+}
+
+// TestE2EUnauthenticatedBodiesTakeNoMemory is the reproducer of a server
+// that reserved every announced body before authenticating: 300
+// connections without credentials, each announcing a 6 MB body and
+// sending its first 8 KiB, must raise the server's RSS by less than 50 MB,
+// get 401, and leave the server serving.
+func TestE2EUnauthenticatedBodiesTakeNoMemory(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("s3cret,admin,1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, "--token-auth-file", tokens)
+	before := statusKB(t, ts.Pid(), "VmRSS")
+	const conns = 300
+	var peak int
+	var wg sync.WaitGroup
+	codes := make(chan string, conns)
+	open := make([]net.Conn, 0, conns)
+	for range conns {
+		c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		fmt.Fprintf(c, "POST /apis/coordination.k8s.io/v1/namespaces/default/leases HTTP/1.1\r\nHost: x\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 6291456\r\n\r\n%s", strings.Repeat(" ", 8<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			status, _ := bufio.NewReader(c).ReadString('\n')
+			codes <- strings.TrimSpace(status)
+		}()
+	}
+	wg.Wait()
+	peak = statusKB(t, ts.Pid(), "VmRSS")
+	for _, c := range open {
+		c.Close()
+	}
+	close(codes)
+	for s := range codes {
+		if !strings.Contains(s, " 401 ") {
+			t.Errorf("a connection got %q, want 401", s)
+			break
+		}
+	}
+	if grew := peak - before; grew > 50<<10 {
+		t.Errorf("RSS grew by %d MB (from %d to %d kB) for %d unauthenticated connections; bound 50 MB", grew>>10, before, peak, conns)
+	}
+	t.Logf("RSS %d kB before, %d kB with %d unauthenticated 6 MB announcements", before, peak, conns)
+	req, _ := http.NewRequest("GET", ts.URL+"/version", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the server no longer serves: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }
