@@ -161,6 +161,15 @@ func (p *patcher) strictChecks() bool {
 	return p.validation == metav1.FieldValidationStrict || p.validation == metav1.FieldValidationWarn
 }
 
+// maxJSONPatchCopyBytes bounds how much a JSON patch's "copy" operations may
+// grow the document, as kube-apiserver's JSONPatchMaxCopyBytes (3 MiB):
+// without it each copy can double the object, and a 1.6 KB patch of
+// nineteen copies asks for gigabytes. json-patch keeps the limit in a
+// package variable, which kube-apiserver also sets once at start.
+const maxJSONPatchCopyBytes = 3 << 20
+
+func init() { jsonpatch.AccumulatedCopySizeLimit = maxJSONPatchCopyBytes }
+
 func (p *patcher) decodeJSONPatch() (jsonpatch.Patch, error) {
 	var strictErrs []error
 	if p.strictChecks() {

@@ -181,3 +181,26 @@ func TestServerSideApply(t *testing.T) {
 	_, _, err = apply("m1", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"ssa"},"spec":{"leaseTransitions":2}}`, false)
 	wantStatus(t, err, 409, metav1.StatusReasonConflict, `Apply failed with 1 conflict: conflict with "upd" using coordination.k8s.io/v1: .spec.leaseTransitions`)
 }
+
+// TestJSONPatchCopyBomb: copy operations that double the document are
+// refused once they would add 3 MiB, as kube-apiserver refuses them, quickly
+// and without an answer that echoes a giant object.
+func TestJSONPatchCopyBomb(t *testing.T) {
+	env := newTestEnv(t)
+	env.mustCreate(t, "default", newLease("bomb", func(l *coordinationv1.Lease) {
+		l.Annotations = map[string]string{"a": strings.Repeat("x", 100)}
+	}))
+	var ops []string
+	for i := range 26 {
+		ops = append(ops, fmt.Sprintf(`{"op":"copy","from":"/metadata/annotations","path":"/metadata/annotations/c%d"}`, i))
+	}
+	_, _, err := env.e.Patch(context.Background(), env.leases("default"), "bomb", types.JSONPatchType, []byte("["+strings.Join(ops, ",")+"]"), nil)
+	// kube-apiserver's answer: a generic 422 (the limit's own message is
+	// not passed on). Without the limit these 26 copies would need 6 GB.
+	wantStatus(t, err, 422, metav1.StatusReasonInvalid, "the server rejected our request due to an error in our request")
+	// A copy within the limit applies.
+	if _, _, err := env.e.Patch(context.Background(), env.leases("default"), "bomb", types.JSONPatchType,
+		[]byte(`[{"op":"copy","from":"/metadata/annotations/a","path":"/metadata/annotations/b"}]`), nil); err != nil {
+		t.Errorf("a small copy: %.300v", err)
+	}
+}
