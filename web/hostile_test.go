@@ -258,3 +258,18 @@ func TestUnauthenticatedFloodIsLoggedOnce(t *testing.T) {
 		t.Errorf("the line is %d bytes: attacker-controlled fields are not truncated", len(lines[0]))
 	}
 }
+
+// TestOversizedHeadersGet431: a request line or headers beyond the 16 KiB
+// read buffer get 431, as the README promises and net/http answers.
+func TestOversizedHeadersGet431(t *testing.T) {
+	base := startServer(t, nil)
+	for name, req := range map[string]string{
+		"a 20 KiB header": "GET /version HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\n\r\n",
+		"5,000 headers":   "GET /version HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-A: b\r\n", 5000) + "\r\n",
+		"a 100 KB URL":    "GET /version?" + strings.Repeat("a", 100<<10) + " HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		if resp, body, _ := rawExchange(t, base, req); resp.StatusCode != 431 {
+			t.Errorf("%s: %d %q, want 431", name, resp.StatusCode, body)
+		}
+	}
+}

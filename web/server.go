@@ -244,6 +244,13 @@ func (s *Server) errorHandler(rc *fasthttp.RequestCtx, err error) {
 		s.api.WriteError(rc, s.api.TooLarge())
 		return
 	}
+	// A request line and headers that do not fit the read buffer: net/http
+	// (and so kube-apiserver) answers 431 for headers over its limit.
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		rc.Error("431 Request Header Fields Too Large", fasthttp.StatusRequestHeaderFieldsTooLarge)
+		return
+	}
 	rc.Error("400 Bad Request", fasthttp.StatusBadRequest)
 }
 
