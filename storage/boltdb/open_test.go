@@ -104,7 +104,7 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 		path, want string
 		format     bool
 	}{
-		{garbage, "invalid", false},
+		{garbage, "meta pages are unreadable", false},
 		{foreign, "no \"meta\" bucket", true},
 		{future, "leasehold-bolt/v99", true},
 		{badRecord, "shorter than its header", true},

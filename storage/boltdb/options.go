@@ -34,6 +34,10 @@ type Options struct {
 	// OpenTimeout bounds the wait for the file lock held by another
 	// process (default 2s).
 	OpenTimeout time.Duration
+	// AcceptMetaFallback opens a file whose newer meta page is damaged on
+	// the older one, which may lose the last committed transaction; without
+	// it Open refuses such a file with ErrDamaged.
+	AcceptMetaFallback bool
 	// Logger receives operational messages (default slog.Default()).
 	Logger *slog.Logger
 	// OnCommit, when set, is called by the writer after every bbolt

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := checkMappable(path); err != nil {
 		return nil, fmt.Errorf("boltdb: open: %w", err)
 	}
+	fallback, err := checkFile(path, opts.AcceptMetaFallback)
+	if err != nil {
+		return nil, err
+	}
+	if fallback != "" {
+		opts.Logger.WarnContext(ctx, "Opening a damaged database on its older meta page, as --accept-meta-fallback asks", "detail", fallback)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         opts.OpenTimeout,
 		NoFreelistSync:  true,
@@ -89,7 +97,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // load initialises or validates the file and reads every key into memory.
 // The history starts empty, so the compact revision is the current one.
 func (s *Store) load(ctx context.Context) (err error) {
-	// bbolt panics on some kinds of page corruption; report it instead.
+	// bbolt panics on some kinds of page corruption, and a damaged page id
+	// points outside the mapping, which faults: make a fault a panic for
+	// this goroutine, and report either instead of dying.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: reading the file panicked: %v", ErrFormat, p)
