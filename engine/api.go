@@ -134,6 +134,16 @@ type API interface {
 	Get(ctx context.Context, s Scope, name string, opts *metav1.GetOptions) (runtime.Object, error)
 	// List returns a list object (e.g. *coordinationv1.LeaseList).
 	List(ctx context.Context, s Scope, opts *metav1.ListOptions) (runtime.Object, error)
+	// GetJSON and ListJSON are Get and List answered with the body of a
+	// plain application/json response (not indented, no Table or
+	// metadata-only conversion), rendered from the stored values without
+	// decoding them: the renewal path. They return the same errors as Get
+	// and List, and bodies byte for byte the serializer's; ok false with
+	// a nil error means nothing was answered (a kind or version without a
+	// stored-format codec, selectors, a value the codec declines) and the
+	// caller uses Get or List.
+	GetJSON(ctx context.Context, s Scope, name string, opts *metav1.GetOptions) (body []byte, ok bool, err error)
+	ListJSON(ctx context.Context, s Scope, opts *metav1.ListOptions) (body []byte, ok bool, err error)
 	// Create stores a new object decoded by the caller in the scope's
 	// version.
 	Create(ctx context.Context, s Scope, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error)

@@ -9,6 +9,10 @@
 // bbolt or wazero. Objects are persisted through the storage.Interface
 // contract as protobuf in their storage version, under keys shaped like
 // kube-apiserver's (/registry/<group>/<resource>/<namespace>/<name>).
+// engine/leasecodec reads the stored Leases straight into plain JSON
+// response bodies (Engine.GetJSON, Engine.ListJSON) and encodes and
+// decodes decoded Leases as the JSON serializer would (EncodeJSON,
+// DecodeJSON, AppendWatchEventJSON), for the renewal path.
 package engine
 
 // Deliberate differences from kube-apiserver, because leasehold serves

@@ -59,23 +59,27 @@ func (e *Engine) getStored(ctx context.Context, k *kind, s Scope, name string, o
 	return kv, nil
 }
 
-// GetRaw is Get for a caller that encodes the stored value itself (as
-// ListRaw is List's): the same checks and errors, and the object as
-// stored. ok is false (and nothing was read) when s asks for a version
-// other than the storage version; the caller then uses Get.
-func (e *Engine) GetRaw(ctx context.Context, s Scope, name string, opts *metav1.GetOptions) (_ RawItem, ok bool, _ error) {
+// GetJSON is Get answered with the body of a plain application/json
+// response, rendered from the stored value without decoding it: the same
+// checks and errors, and byte for byte the serializer's JSON of what Get
+// returns. ok is false (and nothing was read) when the scope's kind has
+// no stored-format codec or asks for a version other than the storage
+// version, and when the codec declines the value; the caller then uses
+// Get.
+func (e *Engine) GetJSON(ctx context.Context, s Scope, name string, opts *metav1.GetOptions) (_ []byte, ok bool, _ error) {
 	k, err := e.kindFor(s)
 	if err != nil {
-		return RawItem{}, false, toStatus(err)
+		return nil, false, toStatus(err)
 	}
-	if s.Version != k.storageGV.Version {
-		return RawItem{}, false, nil
+	if k.storedJSON == nil || s.Version != k.storageGV.Version {
+		return nil, false, nil
 	}
 	kv, err := e.getStored(ctx, k, s, name, opts)
 	if err != nil {
-		return RawItem{}, false, toStatus(err)
+		return nil, false, toStatus(err)
 	}
-	return RawItem{Value: kv.Value, ModRevision: kv.ModRevision}, true, nil
+	body, ok := k.storedJSON(kv.Value, kv.ModRevision)
+	return body, ok, nil
 }
 
 // waitForRV implements "not older than rv": it returns at once when the

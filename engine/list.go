@@ -244,30 +244,19 @@ func (e *Engine) listPage(ctx context.Context, k *kind, namespace string, q *lis
 	return listResult{items: items, raw: raws, meta: meta}, nil
 }
 
-// RawList is a list of stored objects, undecoded (Engine.ListRaw).
-type RawList struct {
-	Meta  metav1.ListMeta
-	Items []RawItem
-}
-
-// RawItem is one stored object: the kind's protobuf encoding without
-// resourceVersion, which is ModRevision. Value must not be modified.
-type RawItem struct {
-	Value       []byte
-	ModRevision int64
-}
-
-// ListRaw is List for a caller that encodes stored values itself: it
-// answers the same request with the same errors, but returns the items as
-// stored. ok is false (and nothing was read) when the request needs the
-// objects decoded, because of selectors or a version other than the
-// storage version; the caller then uses List.
-func (e *Engine) ListRaw(ctx context.Context, s Scope, opts *metav1.ListOptions) (_ *RawList, ok bool, _ error) {
+// ListJSON is List answered with the body of a plain application/json
+// response, rendered from the stored values without decoding them: the
+// same errors, and byte for byte the serializer's JSON of what List
+// returns. ok is false (and nothing was read) when the request needs the
+// objects decoded, because of selectors, a version other than the storage
+// version or a kind without a stored-format codec, and when the codec
+// declines a value; the caller then uses List.
+func (e *Engine) ListJSON(ctx context.Context, s Scope, opts *metav1.ListOptions) (_ []byte, ok bool, _ error) {
 	k, err := e.kindFor(s)
 	if err != nil {
 		return nil, false, toStatus(err)
 	}
-	if s.Version != k.storageGV.Version {
+	if k.storedListJSON == nil || s.Version != k.storageGV.Version {
 		return nil, false, nil
 	}
 	q, err := parseListOptions(opts, false)
@@ -281,11 +270,8 @@ func (e *Engine) ListRaw(ctx context.Context, s Scope, opts *metav1.ListOptions)
 	if err != nil {
 		return nil, false, toStatus(err)
 	}
-	items := make([]RawItem, len(res.raw))
-	for i := range res.raw {
-		items[i] = RawItem{Value: res.raw[i].Value, ModRevision: res.raw[i].ModRevision}
-	}
-	return &RawList{Meta: res.meta, Items: items}, true, nil
+	body, ok := k.storedListJSON(&res.meta, res.raw)
+	return body, ok, nil
 }
 
 // continueToken is kube-apiserver's continue format (storage.EncodeContinue).

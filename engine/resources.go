@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/leasehold/leasehold/engine/leasecodec"
+	"github.com/leasehold/leasehold/storage"
 )
 
 // GroupName is the API group of every resource leasehold serves.
@@ -64,6 +67,12 @@ type kind struct {
 	fieldManagers map[string]*managedfields.FieldManager
 	// fast is the renewal fast path of managedFields (fastfields.go).
 	fast *fastKind
+	// storedJSON and storedListJSON render stored values (the storage
+	// version's protobuf without resourceVersion) straight to plain JSON
+	// response bodies (GetJSON, ListJSON); nil for a kind without a
+	// stored-format codec. ok false means decode and use the serializer.
+	storedJSON     func(value []byte, modRevision int64) ([]byte, bool)
+	storedListJSON func(meta *metav1.ListMeta, items []storage.KeyValue) ([]byte, bool)
 }
 
 // served returns the kind for a scope, or a 404 when the scope names
@@ -124,6 +133,7 @@ func newLeaseKind() *kind {
 	}
 	k.columns, k.cells = leaseTable()
 	k.fast = newLeaseFast()
+	k.storedJSON, k.storedListJSON = leasecodec.StoredJSON, leasecodec.StoredListJSON
 	return k
 }
 

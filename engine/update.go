@@ -21,7 +21,7 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	if opts == nil {
 		opts = &metav1.UpdateOptions{}
 	}
-	if errs := ValidateUpdateOptions(opts); len(errs) > 0 {
+	if errs := validateUpdateOptions(opts); len(errs) > 0 {
 		return nil, false, optionsInvalid("UpdateOptions", errs)
 	}
 	in, err := k.input(obj)

@@ -378,11 +378,11 @@ func (p prVersion) compare(o prVersion) int {
 	return strings.Compare(p.str, o.str)
 }
 
-// ValidateUpdateOptions is metav1validation.ValidateUpdateOptions, which
+// validateUpdateOptions is metav1validation.ValidateUpdateOptions, which
 // builds three field paths on every call: options without a field
 // manager, dry run or field validation (every renewal) have nothing to
 // report.
-func ValidateUpdateOptions(opts *metav1.UpdateOptions) field.ErrorList {
+func validateUpdateOptions(opts *metav1.UpdateOptions) field.ErrorList {
 	if opts.FieldManager == "" && len(opts.DryRun) == 0 && opts.FieldValidation == "" {
 		return nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,9 +20,9 @@ import (
 // warnings (Warn, the default), errors (Strict) or ignored (Ignore).
 func (r *request) decodeBody(info *runtime.SerializerInfo, body []byte, fieldValidation string) (runtime.Object, error) {
 	gvk := r.scope.GroupVersionKind()
-	if gvk == leaseGVK && info.MediaType == "application/json" {
-		if l, ok := fastDecodeLease(body); ok {
-			return l, nil // the renewal path; same result as below
+	if info.MediaType == "application/json" {
+		if obj, ok := engine.DecodeJSON(gvk, body); ok {
+			return obj, nil // the renewal path; same result as below
 		}
 	}
 	into, err := engine.Scheme.New(gvk)
@@ -59,8 +58,6 @@ func (r *request) decodeBody(info *runtime.SerializerInfo, body []byte, fieldVal
 	}
 	return obj, nil
 }
-
-var leaseGVK = schema.GroupVersionKind{Group: engine.GroupName, Version: "v1", Kind: "Lease"}
 
 // lenientCodecs decode without strict field checks (fieldValidation=Ignore).
 var lenientCodecs = serializer.NewCodecFactory(engine.Scheme)
@@ -135,22 +132,6 @@ func summarizeData(data []byte, maxLength int) string {
 		}
 		return hex.EncodeToString(data)
 	}
-}
-
-// checkName rejects an update whose body names another object
-// (handlers.checkName).
-func checkName(obj runtime.Object, name, namespace string) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return badRequestf("the name of the object (%s based on URL) was undeterminable: %v", name, err)
-	}
-	if m.GetName() != name {
-		return badRequestf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), name)
-	}
-	if namespace != "" && m.GetNamespace() != "" && m.GetNamespace() != namespace {
-		return badRequestf("the namespace of the object (%s) does not match the namespace on the request (%s)", m.GetNamespace(), namespace)
-	}
-	return nil
 }
 
 // deleteCodecs decode DeleteOptions bodies. Like upstream's

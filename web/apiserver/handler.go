@@ -203,8 +203,9 @@ func (h *Handler) parseResourcePath(groupName, version, rest string) (route, boo
 	return rt, true
 }
 
-// verb is one resource handler.
-type verb func(r *request)
+// verb is one resource handler. The error it returns is the response,
+// written as a Status; nil means the verb wrote the response itself.
+type verb func(r *request) error
 
 // serveResource applies go-restful's route selection (method 405, PATCH
 // Content-Type 415, Accept 406) and runs the matching handler.
@@ -257,7 +258,9 @@ func (h *Handler) serveResource(rc *fasthttp.RequestCtx, rt route) {
 	}
 	r := newRequest(h, rc, rt)
 	defer r.finish()
-	fn(r)
+	if err := fn(r); err != nil {
+		r.fail(err)
+	}
 }
 
 // routeAccepts is go-restful's Route.matchesAccept: any comma-separated

@@ -188,6 +188,14 @@ func inputSerializer(contentType string, infos []runtime.SerializerInfo) (*runti
 	return nil, false
 }
 
+// plainJSON reports whether a response in mo is plain application/json:
+// not indented, no Table or PartialObjectMetadata conversion. engine
+// renders such bodies itself for the kinds it has a codec for
+// (engine.EncodeJSON, GetJSON, ListJSON).
+func plainJSON(mo mediaOptions, pretty bool) bool {
+	return !pretty && mo.convert == nil && mo.info.MediaType == "application/json"
+}
+
 // isPrettyPrint reports the legacy pretty rules: ?pretty=<bool>, else a
 // User-Agent of curl, Wget or a browser (negotiation.isPrettyPrint).
 func isPrettyPrint(rc *fasthttp.RequestCtx) bool {

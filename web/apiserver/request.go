@@ -182,19 +182,20 @@ func tooLarge(limit int) error {
 	return apierrors.NewRequestEntityTooLargeError("limit is " + strconv.Itoa(limit))
 }
 
-// fail writes err as a Status.
+// fail writes err as a Status: the answer to a verb that returned an
+// error.
 func (r *request) fail(err error) {
 	r.h.writeError(r.rc, err)
 }
 
 // negotiate picks the response media type for a resource endpoint, or
-// writes the 406.
-func (r *request) negotiate() (mediaOptions, bool) {
+// returns the 406.
+func (r *request) negotiate() (mediaOptions, error) {
 	mo, ok := negotiateMediaType(b2s(r.rc.Request.Header.Peek("Accept")), r.h.infos, restrictResource, false)
 	if !ok {
-		r.fail(notAcceptable(r.h.mediaTypes))
+		return mediaOptions{}, notAcceptable(r.h.mediaTypes)
 	}
-	return mo, ok
+	return mo, nil
 }
 
 // badRequestf builds a BadRequest.

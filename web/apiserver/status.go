@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/engine"
 )
 
 // routerStatus builds the Status go-restful's router errors become in
@@ -171,11 +173,13 @@ func (h *Handler) writeObject(rc *fasthttp.RequestCtx, r restriction, code int, 
 		}
 	}
 	pretty := mo.pretty || isPrettyPrint(rc)
-	if body, ok := fastJSON(obj, mo, pretty, gv); ok {
-		rc.SetContentType(mo.info.MediaType)
-		rc.SetStatusCode(code)
-		rc.Response.SetBodyRaw(body)
-		return
+	if plainJSON(mo, pretty) {
+		if body, ok := engine.EncodeJSON(obj, gv); ok {
+			rc.SetContentType(mo.info.MediaType)
+			rc.SetStatusCode(code)
+			rc.Response.SetBodyRaw(body)
+			return
+		}
 	}
 	enc := h.encoder(mo.info, pretty, gv)
 	rc.SetContentType(mo.info.MediaType)

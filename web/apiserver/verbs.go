@@ -5,59 +5,63 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/leasehold/leasehold/engine"
 )
 
+// The verbs return the error that ends a request; serveResource answers
+// it as a Status (request.fail), the one place failures are written.
+// Options and objects are validated by the engine: a verb decodes what
+// the request carries and passes it on.
+
 // get serves GET .../<plural>/<name> (handlers.GetResource).
-func (r *request) get() {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+func (r *request) get() error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	var opts metav1.GetOptions
 	if err := r.decodeOptions(&opts, coreV1); err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
-	if r.getFast(ctx, mo, &opts) {
-		return
+	if r.plainJSON(mo) {
+		// The renewal path: the engine renders the stored lease itself.
+		body, ok, err := r.h.eng.GetJSON(ctx, r.scope, r.rt.name, &opts)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.writeJSON(mo, body)
+			return nil
+		}
 	}
 	obj, err := r.h.eng.Get(ctx, r.scope, r.rt.name, &opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
-	r.respond(http.StatusOK, obj, mo)
+	return r.respond(http.StatusOK, obj, mo)
 }
 
 // list serves GET on a collection: a list, or a watch with ?watch=true.
-func (r *request) list() { r.listOrWatch(false) }
+func (r *request) list() error { return r.listOrWatch(false) }
 
 // watchForced serves the deprecated /watch/ paths.
-func (r *request) watchForced() { r.listOrWatch(true) }
+func (r *request) watchForced() error { return r.listOrWatch(true) }
 
 // listOrWatch follows handlers.ListResource.
-func (r *request) listOrWatch(forceWatch bool) {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+func (r *request) listOrWatch(forceWatch bool) error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	var opts metav1.ListOptions
 	if err := r.decodeOptions(&opts, coreV1); err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	if r.rt.name != "" {
 		// A watch of one object: its name is a field selector.
@@ -66,181 +70,161 @@ func (r *request) listOrWatch(forceWatch bool) {
 		} else {
 			sel, err := fields.ParseSelector(opts.FieldSelector)
 			if err != nil {
-				r.fail(apierrors.NewBadRequest(err.Error()))
-				return
+				return apierrors.NewBadRequest(err.Error())
 			}
 			if n, ok := sel.RequiresExactMatch("metadata.name"); !ok || n != r.rt.name {
-				r.fail(apierrors.NewBadRequest("fieldSelector metadata.name doesn't match requested name"))
-				return
+				return apierrors.NewBadRequest("fieldSelector metadata.name doesn't match requested name")
 			}
 		}
 	}
 	if opts.Watch || forceWatch {
 		opts.Watch = true
-		r.watch(mo, &opts)
-		return
+		return r.watch(mo, &opts)
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
-	if r.listFast(ctx, mo, &opts) {
-		return
+	if r.plainJSON(mo) {
+		body, ok, err := r.h.eng.ListJSON(ctx, r.scope, &opts)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.writeJSON(mo, body)
+			return nil
+		}
 	}
 	obj, err := r.h.eng.List(ctx, r.scope, &opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
-	r.respond(http.StatusOK, obj, mo)
+	return r.respond(http.StatusOK, obj, mo)
 }
 
 // create serves POST on a namespaced collection (handlers.createHandler).
-func (r *request) create() {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+func (r *request) create() error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	info, ok := inputSerializer(b2s(r.rc.Request.Header.ContentType()), r.h.infos)
 	if !ok {
-		r.fail(unsupportedMediaType(r.h.mediaTypes))
-		return
+		return unsupportedMediaType(r.h.mediaTypes)
 	}
 	body, err := r.body()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	opts := &metav1.CreateOptions{}
-	if err := r.writeOptions(opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
-		r.fail(err)
-		return
+	if err := r.writeOptions(opts, "CreateOptions"); err != nil {
+		return err
 	}
 	obj, err := r.decodeBody(info, body, opts.FieldValidation)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	out, err := r.h.eng.Create(ctx, r.scope, obj, opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
-	r.respond(http.StatusCreated, out, mo)
+	return r.respond(http.StatusCreated, out, mo)
 }
 
-// update serves PUT .../<name> (handlers.UpdateResource).
-func (r *request) update() {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+// update serves PUT .../<name> (handlers.UpdateResource). The engine
+// checks the body's name against the URL's.
+func (r *request) update() error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	body, err := r.body()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	opts := &metav1.UpdateOptions{}
-	if err := r.writeOptions(opts, "UpdateOptions", func() field.ErrorList { return engine.ValidateUpdateOptions(opts) }); err != nil {
-		r.fail(err)
-		return
+	if err := r.writeOptions(opts, "UpdateOptions"); err != nil {
+		return err
 	}
 	info, ok := inputSerializer(b2s(r.rc.Request.Header.ContentType()), r.h.infos)
 	if !ok {
-		r.fail(unsupportedMediaType(r.h.mediaTypes))
-		return
+		return unsupportedMediaType(r.h.mediaTypes)
 	}
 	obj, err := r.decodeBody(info, body, opts.FieldValidation)
 	if err != nil {
-		r.fail(err)
-		return
-	}
-	if err := checkName(obj, r.rt.name, r.rt.namespace); err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	out, created, err := r.h.eng.Update(ctx, r.scope, r.rt.name, obj, opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
 	}
-	r.respond(code, out, mo)
+	return r.respond(code, out, mo)
 }
 
 // patch serves PATCH .../<name> (handlers.PatchResource). The router has
 // already checked the Content-Type.
-func (r *request) patch() {
+func (r *request) patch() error {
 	ct, _ := cut(b2s(r.rc.Request.Header.ContentType()), ';')
 	pt := types.PatchType(ct)
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	body, err := r.body()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	opts := &metav1.PatchOptions{}
-	if err := r.writeOptions(opts, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(opts, pt) }); err != nil {
-		r.fail(err)
-		return
+	if err := r.writeOptions(opts, "PatchOptions"); err != nil {
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	// The engine may keep the patch beyond this call (managedFields,
 	// errors); fasthttp reuses the body buffer, so hand it a copy.
 	data := append([]byte(nil), body...)
 	out, created, err := r.h.eng.Patch(ctx, r.scope, r.rt.name, pt, data, opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
 	}
-	r.respond(code, out, mo)
+	return r.respond(code, out, mo)
 }
 
 // delete serves DELETE .../<name> (handlers.DeleteResource).
-func (r *request) delete() {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+func (r *request) delete() error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	opts, err := r.deleteOptions()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	out, accepted, err := r.h.eng.Delete(ctx, r.scope, r.rt.name, opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	code := http.StatusOK
 	if accepted {
@@ -253,35 +237,31 @@ func (r *request) delete() {
 			Details: &metav1.StatusDetails{Name: r.rt.name, Kind: r.rt.res.Kind},
 		}
 	}
-	r.respond(code, out, mo)
+	return r.respond(code, out, mo)
 }
 
 // deleteCollection serves DELETE on a namespaced collection
 // (handlers.DeleteCollection).
-func (r *request) deleteCollection() {
-	mo, ok := r.negotiate()
-	if !ok {
-		return
+func (r *request) deleteCollection() error {
+	mo, err := r.negotiate()
+	if err != nil {
+		return err
 	}
 	var listOpts metav1.ListOptions
 	if err := r.decodeOptions(&listOpts, coreV1); err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	opts, err := r.deleteOptions()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	ctx, err := r.ctx()
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	out, err := r.h.eng.DeleteCollection(ctx, r.scope, &listOpts, opts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	if out == nil {
 		out = &metav1.Status{
@@ -290,11 +270,11 @@ func (r *request) deleteCollection() {
 			Details: &metav1.StatusDetails{Kind: r.rt.res.Kind},
 		}
 	}
-	r.respond(http.StatusOK, out, mo)
+	return r.respond(http.StatusOK, out, mo)
 }
 
 // deleteOptions reads DeleteOptions from the body, or from the query when
-// the body is empty, and validates them.
+// the body is empty.
 func (r *request) deleteOptions() (*metav1.DeleteOptions, error) {
 	body, err := r.body()
 	if err != nil {
@@ -312,39 +292,45 @@ func (r *request) deleteOptions() (*metav1.DeleteOptions, error) {
 	} else if err := r.decodeOptions(opts, coreV1); err != nil {
 		return nil, err
 	}
-	if err := checkOptions(opts, "DeleteOptions", metav1validation.ValidateDeleteOptions(opts)); err != nil {
-		return nil, err
-	}
+	stampOptionsKind(opts, "DeleteOptions")
 	return opts, nil
 }
 
-// writeOptions decodes a write verb's options from the query and checks
-// them (see checkOptions).
-func (r *request) writeOptions(opts runtime.Object, kind string, validate func() field.ErrorList) error {
+// writeOptions decodes a write verb's options from the query.
+func (r *request) writeOptions(opts runtime.Object, kind string) error {
 	if err := r.decodeOptions(opts, coreV1); err != nil {
 		return err
 	}
-	return checkOptions(opts, kind, validate())
+	stampOptionsKind(opts, kind)
+	return nil
 }
 
-// checkOptions turns option validation errors into upstream's 422
-// (`<Kind>.meta.k8s.io "" is invalid: ...`) and stamps the options' kind,
-// as kube-apiserver's handlers do before passing them on.
-func checkOptions(opts runtime.Object, kind string, errs field.ErrorList) error {
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
-	}
+// stampOptionsKind sets the options' kind, as kube-apiserver's handlers do
+// before passing them on.
+func stampOptionsKind(opts runtime.Object, kind string) {
 	opts.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
-	return nil
 }
 
 // respond transforms the result as the Accept header asked (Table,
 // PartialObjectMetadata) and writes it (handlers.transformResponseObject).
-func (r *request) respond(code int, obj runtime.Object, mo mediaOptions) {
+func (r *request) respond(code int, obj runtime.Object, mo mediaOptions) error {
 	out, gv, err := r.transform(obj, mo)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	r.h.writeObject(r.rc, restrictResource, code, out, gv, mo, true)
+	return nil
+}
+
+// plainJSON reports whether the response may be a body the engine renders
+// itself (GetJSON, ListJSON): plain application/json, not indented.
+func (r *request) plainJSON(mo mediaOptions) bool {
+	return plainJSON(mo, mo.pretty || isPrettyPrint(r.rc))
+}
+
+// writeJSON writes a 200 with a body the engine rendered.
+func (r *request) writeJSON(mo mediaOptions, body []byte) {
+	r.rc.SetContentType(mo.info.MediaType)
+	r.rc.SetStatusCode(http.StatusOK)
+	r.rc.Response.SetBodyRaw(body)
 }

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,17 +29,15 @@ const minRequestTimeout = 30 * time.Minute
 // watch streams events (handlers.ListResource's watch branch and
 // serveWatchHandler). mo is the negotiated output, which decides any
 // Table or PartialObjectMetadata conversion.
-func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
+func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 	accept := b2s(r.rc.Request.Header.Peek("Accept"))
 	smo, ok := negotiateMediaType(accept, r.h.infos, restrictResource, true)
 	if !ok {
-		r.fail(notAcceptable(r.h.streamTypes))
-		return
+		return notAcceptable(r.h.streamTypes)
 	}
 	tableOpts, err := r.tableOptions(mo)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 	if opts.TimeoutSeconds == nil || *opts.TimeoutSeconds == 0 {
 		secs := int64((minRequestTimeout + rand.N(minRequestTimeout)) / time.Second)
@@ -49,8 +46,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
 	timeout := time.Duration(*opts.TimeoutSeconds) * time.Second
 	enc, err := r.newWatchEncoder(smo.info, mo.convert, tableOpts)
 	if err != nil {
-		r.fail(err)
-		return
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(r.h.streams, timeout)
@@ -60,8 +56,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
 	w, err := r.h.eng.Watch(engine.WithSharedWatchObjects(ctx), r.scope, opts)
 	if err != nil {
 		cancel()
-		r.fail(err)
-		return
+		return err
 	}
 	enc.ctx = ctx
 
@@ -97,7 +92,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
 			defer guard()
 			return enc.streamBatches(ctx, bw, out, r.h.watchFlushInterval)
 		}, log: log}, -1)
-		return
+		return nil
 	}
 	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
 		defer ended()
@@ -108,6 +103,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) {
 			log.Debug("Watch stream ended", slog.String("err", err.Error()))
 		}
 	})
+	return nil
 }
 
 // watchBody is the body of a watch response served from a BatchWatcher.
@@ -167,7 +163,10 @@ type watchEncoder struct {
 	target    *schema.GroupVersionKind
 	tableOpts *metav1.TableOptions
 	obj, ev   bytes.Buffer
-	fastJSON  bool
+	// fastJSON: events go through frameCache; gv is the version they
+	// are written in.
+	fastJSON bool
+	gv       schema.GroupVersion
 }
 
 func (r *request) newWatchEncoder(info *runtime.SerializerInfo, target *schema.GroupVersionKind, tableOpts *metav1.TableOptions) (*watchEncoder, error) {
@@ -186,8 +185,10 @@ func (r *request) newWatchEncoder(info *runtime.SerializerInfo, target *schema.G
 		gv = target.GroupVersion()
 	}
 	e.embedded = r.h.encoder(info, false, gv)
-	// Plain JSON v1 Lease events share their frames (frameCache).
-	e.fastJSON = target == nil && info.MediaType == "application/json" && gv == coordinationv1.SchemeGroupVersion
+	// Plain JSON events of a kind engine has a codec for share their
+	// frames (frameCache).
+	e.gv = gv
+	e.fastJSON = target == nil && info.MediaType == "application/json" && engine.HasJSONCodec(gv.WithKind(r.scope.Resource.Kind))
 	return e, nil
 }
 
@@ -325,11 +326,9 @@ func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher,
 func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 	obj := ev.Object
 	if e.fastJSON { // implies no conversion
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			if frame, ok := e.r.h.frames.leaseFrame(string(ev.Type), l); ok {
-				_, err := out.Write(frame)
-				return err
-			}
+		if frame, ok := e.r.h.frames.frame(ev.Type, obj, e.gv); ok {
+			_, err := out.Write(frame)
+			return err
 		}
 	}
 	// The engine shares event objects between watchers, and encoders set

@@ -1,4 +1,4 @@
-package apiserver
+package leasecodec
 
 import (
 	"bytes"
@@ -12,40 +12,38 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/leasehold/leasehold/engine"
 )
 
-// serializerJSON encodes obj as the handler does without the fast path.
+// serializerJSON encodes obj as web/apiserver does without the codec.
 func serializerJSON(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
 	var info runtime.SerializerInfo
-	for _, i := range engine.Codecs.SupportedMediaTypes() {
+	for _, i := range testCodecs.SupportedMediaTypes() {
 		if i.MediaType == "application/json" {
 			info = i
 		}
 	}
 	var buf bytes.Buffer
-	if err := engine.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
+	if err := testCodecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
 }
 
-// serializerFrame is a watch event as watchEncoder writes it without the
-// frame cache.
+// serializerFrame is a watch event as web/apiserver's watch stream writes
+// it with the serializer.
 func serializerFrame(t testing.TB, typ string, obj runtime.Object) []byte {
 	t.Helper()
 	raw := serializerJSON(t, obj)
 	var info runtime.SerializerInfo
-	for _, i := range engine.Codecs.SupportedMediaTypes() {
+	for _, i := range testCodecs.SupportedMediaTypes() {
 		if i.MediaType == "application/json" {
 			info = i
 		}
 	}
 	var buf bytes.Buffer
 	we := &metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
-	if err := engine.Codecs.EncoderForVersion(info.StreamSerializer.Serializer, coordinationv1.SchemeGroupVersion).Encode(we, &buf); err != nil {
+	if err := testCodecs.EncoderForVersion(info.StreamSerializer.Serializer, coordinationv1.SchemeGroupVersion).Encode(we, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -139,14 +137,14 @@ var encodeStrings = []string{"", "a", "bench-000001", "kube-system", "x<y", "é"
 // checkEncode compares the fast encoders with the serializer on one lease.
 func checkEncode(t *testing.T, l *coordinationv1.Lease) (taken bool) {
 	t.Helper()
-	if fast, ok := leaseJSON(l); ok {
+	if fast, ok := JSON(l); ok {
 		taken = true
 		if slow := serializerJSON(t, l); !bytes.Equal(fast, slow) {
 			t.Fatalf("lease encodings differ\nfast: %s\nslow: %s", fast, slow)
 		}
 	}
 	for _, typ := range []watch.EventType{watch.Added, watch.Modified} {
-		if frame, ok := newFrameCache(4).leaseFrame(string(typ), l); ok {
+		if frame, ok := AppendEventJSON(nil, string(typ), l); ok {
 			if slow := serializerFrame(t, string(typ), l); !bytes.Equal(frame, slow) {
 				t.Fatalf("watch frames differ\nfast: %s\nslow: %s", frame, slow)
 			}
@@ -156,7 +154,7 @@ func checkEncode(t *testing.T, l *coordinationv1.Lease) (taken bool) {
 	item.TypeMeta = metav1.TypeMeta{}
 	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"},
 		ListMeta: metav1.ListMeta{ResourceVersion: l.ResourceVersion, Continue: l.Name}, Items: []coordinationv1.Lease{item, item}}
-	if fast, ok := leaseListJSON(list); ok {
+	if fast, ok := ListJSON(list); ok {
 		if slow := serializerJSON(t, list); !bytes.Equal(fast, slow) {
 			t.Fatalf("list encodings differ\nfast: %s\nslow: %s", fast, slow)
 		}
@@ -178,7 +176,7 @@ func TestFastEncodeLease(t *testing.T) {
 		t.Fatalf("fast path taken for %d of 2000 random leases", taken)
 	}
 	for _, l := range []*coordinationv1.LeaseList{{}, {TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"}}} {
-		if fast, ok := leaseListJSON(l); ok {
+		if fast, ok := ListJSON(l); ok {
 			if slow := serializerJSON(t, l); !bytes.Equal(fast, slow) {
 				t.Fatalf("empty list: fast %s, slow %s", fast, slow)
 			}

@@ -1,4 +1,4 @@
-package apiserver
+package leasecodec
 
 import (
 	"bytes"
@@ -9,12 +9,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/leasehold/leasehold/engine"
 )
 
 // TestLeaseJSONRaw checks the GET fast path end to end: a stored lease
-// rendered by leaseJSONRaw is byte for byte the serializer's JSON of the
+// rendered by StoredJSON is byte for byte the serializer's JSON of the
 // decoded lease, as the decoded path would answer.
 func TestLeaseJSONRaw(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
@@ -26,7 +24,7 @@ func TestLeaseJSONRaw(t *testing.T) {
 			l.Annotations = map[string]string{"note": "y"}
 		}
 		rev := int64(i + 1)
-		got, ok := leaseJSONRaw(engine.RawItem{Value: stored(t, l), ModRevision: rev})
+		got, ok := StoredJSON(stored(t, l), rev)
 		if !ok {
 			continue
 		}
@@ -45,7 +43,7 @@ func TestLeaseJSONRaw(t *testing.T) {
 	now := metav1.NewMicroTime(time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC))
 	typical := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm", Namespace: "kube-system", UID: "u"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo("a"), LeaseDurationSeconds: ptrTo(int32(15)), RenewTime: &now}}
-	if _, ok := leaseJSONRaw(engine.RawItem{Value: stored(t, typical), ModRevision: 9}); !ok {
+	if _, ok := StoredJSON(stored(t, typical), 9); !ok {
 		t.Fatal("a typical lease did not take the GET fast path")
 	}
 }

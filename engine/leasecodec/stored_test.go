@@ -1,4 +1,4 @@
-package apiserver
+package leasecodec
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage"
 )
 
 // checkReader compares leaseReader with the generated Unmarshal on one
@@ -67,7 +67,7 @@ func TestLeaseReader(t *testing.T) {
 		t.Fatalf("reader took %d of 3000 random leases", taken)
 	}
 	// A whole list body equals the serializer's rendering of List's result.
-	var items []engine.RawItem
+	var items []storage.KeyValue
 	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"},
 		ListMeta: metav1.ListMeta{ResourceVersion: "77", Continue: "tok", RemainingItemCount: ptrTo(int64(3))}, Items: []coordinationv1.Lease{}}
 	for i := 0; len(items) < 50; i++ {
@@ -76,7 +76,7 @@ func TestLeaseReader(t *testing.T) {
 			continue
 		}
 		v := stored(t, l)
-		items = append(items, engine.RawItem{Value: v, ModRevision: int64(100 + i)})
+		items = append(items, storage.KeyValue{Value: v, ModRevision: int64(100 + i)})
 		d := &coordinationv1.Lease{}
 		if err := d.Unmarshal(v); err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestLeaseReader(t *testing.T) {
 		d.ResourceVersion = strconv.Itoa(100 + i)
 		list.Items = append(list.Items, *d)
 	}
-	fast, ok := leaseListJSONRaw(&list.ListMeta, items)
+	fast, ok := StoredListJSON(&list.ListMeta, items)
 	if !ok {
 		t.Fatal("raw list refused")
 	}
@@ -92,7 +92,7 @@ func TestLeaseReader(t *testing.T) {
 		t.Fatalf("list bodies differ\nfast: %s\nslow: %s", fast, slow)
 	}
 	empty := &coordinationv1.LeaseList{TypeMeta: list.TypeMeta, ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []coordinationv1.Lease{}}
-	if fast, ok := leaseListJSONRaw(&empty.ListMeta, nil); !ok || !bytes.Equal(fast, serializerJSON(t, empty)) {
+	if fast, ok := StoredListJSON(&empty.ListMeta, nil); !ok || !bytes.Equal(fast, serializerJSON(t, empty)) {
 		t.Fatalf("empty list: %s", fast)
 	}
 }
@@ -132,10 +132,10 @@ func TestAppendUTC(t *testing.T) {
 }
 
 // benchLeases are 10,000 renewed leases as stored, like the load tool's.
-func benchLeases(b *testing.B) ([]engine.RawItem, *coordinationv1.LeaseList) {
+func benchLeases(b *testing.B) ([]storage.KeyValue, *coordinationv1.LeaseList) {
 	now := time.Now()
 	fields := []byte(`{"f:spec":{"f:acquireTime":{},"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:leaseTransitions":{},"f:renewTime":{}}}`)
-	var kvs []engine.RawItem
+	var kvs []storage.KeyValue
 	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "99999"}}
 	for i := range 10000 {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + strconv.Itoa(i), Namespace: "bench", UID: "5f0c3a8e-3b7a-4d0e-9d59-6a1d0c8b7e21",
@@ -147,7 +147,7 @@ func benchLeases(b *testing.B) ([]engine.RawItem, *coordinationv1.LeaseList) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		kvs = append(kvs, engine.RawItem{Value: v, ModRevision: int64(i + 1)})
+		kvs = append(kvs, storage.KeyValue{Value: v, ModRevision: int64(i + 1)})
 		l.ResourceVersion = strconv.Itoa(i + 1)
 		list.Items = append(list.Items, *l)
 	}
@@ -159,7 +159,7 @@ func BenchmarkListJSONRaw(b *testing.B) {
 	kvs, list := benchLeases(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := leaseListJSONRaw(&list.ListMeta, kvs); !ok {
+		if _, ok := StoredListJSON(&list.ListMeta, kvs); !ok {
 			b.Fatal("refused")
 		}
 	}
@@ -178,7 +178,7 @@ func BenchmarkListJSONDecoded(b *testing.B) {
 			}
 			out.Items[i].ResourceVersion = strconv.FormatInt(kvs[i].ModRevision, 10)
 		}
-		if _, ok := leaseListJSON(out); !ok {
+		if _, ok := ListJSON(out); !ok {
 			b.Fatal("refused")
 		}
 	}

@@ -1,8 +1,6 @@
-package apiserver
+package leasecodec
 
 import (
-	"context"
-	"net/http"
 	"strconv"
 	"time"
 	"unsafe"
@@ -11,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage"
 )
 
 // The LIST fast path: a LeaseList rendered straight from the stored
-// protobuf values (engine.ListRaw). Each value is read into one reused
+// protobuf values. Each value is read into one reused
 // Lease whose strings point into the value (which the store never
 // modifies), so a list of 10,000 leases allocates no objects, and the
 // Lease is then written by appendLeaseJSON like any other. Anything the
@@ -24,9 +22,10 @@ import (
 // fall back to Unmarshal for that item. TestLeaseReader and
 // FuzzLeaseReader compare it with Unmarshal.
 
-// leaseListJSONRaw renders a LeaseList body from stored values; ok false
-// means use List and the serializer.
-func leaseListJSONRaw(meta *metav1.ListMeta, items []engine.RawItem) ([]byte, bool) {
+// StoredListJSON renders a LeaseList body from stored values (the
+// protobuf encoding without resourceVersion, which is ModRevision); ok
+// false means decode the items and use the serializer.
+func StoredListJSON(meta *metav1.ListMeta, items []storage.KeyValue) ([]byte, bool) {
 	size := 256
 	for i := range items {
 		size += len(items[i].Value)*2 + 64 // JSON is about 1.8 times the protobuf
@@ -43,7 +42,7 @@ func leaseListJSONRaw(meta *metav1.ListMeta, items []engine.RawItem) ([]byte, bo
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		l, ok := rd.lease(items[i])
+		l, ok := rd.lease(items[i].Value, items[i].ModRevision)
 		if !ok {
 			return nil, false
 		}
@@ -184,18 +183,18 @@ func (s *seen) first(num int) bool {
 	return true
 }
 
-// lease returns the stored lease item: read's, or the generated
-// Unmarshal's when read declines it; ok false if the value does not
-// decode at all.
-func (d *leaseReader) lease(item engine.RawItem) (*coordinationv1.Lease, bool) {
-	if l, ok := d.read(item.Value, item.ModRevision); ok {
+// lease returns the lease stored as value at modRevision: read's, or the
+// generated Unmarshal's when read declines it; ok false if the value does
+// not decode at all.
+func (d *leaseReader) lease(value []byte, modRevision int64) (*coordinationv1.Lease, bool) {
+	if l, ok := d.read(value, modRevision); ok {
 		return l, true
 	}
 	l := &coordinationv1.Lease{}
-	if err := l.Unmarshal(item.Value); err != nil {
+	if err := l.Unmarshal(value); err != nil {
 		return nil, false
 	}
-	l.ResourceVersion = strconv.FormatInt(item.ModRevision, 10)
+	l.ResourceVersion = strconv.FormatInt(modRevision, 10)
 	return l, true
 }
 
@@ -505,34 +504,4 @@ func (d *leaseReader) spec(b []byte) bool {
 		}
 	}
 	return !r.bad
-}
-
-// rawLister is implemented by *engine.Engine.
-type rawLister interface {
-	ListRaw(ctx context.Context, s engine.Scope, opts *metav1.ListOptions) (*engine.RawList, bool, error)
-}
-
-// listFast serves a LIST of leases as plain v1 JSON from the stored
-// values; false means nothing was written and List must serve it.
-func (r *request) listFast(ctx context.Context, mo mediaOptions, opts *metav1.ListOptions) bool {
-	rl, ok := r.h.eng.(rawLister)
-	if !ok || !r.leaseJSONFastOK(mo) {
-		return false
-	}
-	list, ok, err := rl.ListRaw(ctx, r.scope, opts)
-	if err != nil {
-		r.fail(err)
-		return true
-	}
-	if !ok {
-		return false
-	}
-	body, ok := leaseListJSONRaw(&list.Meta, list.Items)
-	if !ok {
-		return false
-	}
-	r.rc.SetContentType(mo.info.MediaType)
-	r.rc.SetStatusCode(http.StatusOK)
-	r.rc.Response.SetBodyRaw(body)
-	return true
 }

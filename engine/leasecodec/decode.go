@@ -1,4 +1,4 @@
-package apiserver
+package leasecodec
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// fastDecodeLease decodes a coordination.k8s.io/v1 Lease body of the shape
+// DecodeJSON decodes a coordination.k8s.io/v1 Lease body of the shape
 // clients send on the renewal path (client-go's LeaseLock PUTs the object
 // it read) without the strict JSON serializer, which costs a quarter of a
 // renewal's CPU: it decodes twice (once to find apiVersion and kind) and
@@ -26,7 +26,7 @@ import (
 // fields, which produce warnings or errors, ownerReferences, escapes,
 // nulls other than for times, floats, ...) returns ok false and the caller
 // uses the serializer. FuzzFastDecodeLease checks the equivalence.
-func fastDecodeLease(body []byte) (*coordinationv1.Lease, bool) {
+func DecodeJSON(body []byte) (*coordinationv1.Lease, bool) {
 	d := jsonScan{b: body}
 	l := &coordinationv1.Lease{}
 	var seen uint8
@@ -72,7 +72,7 @@ func fastDecodeLease(body []byte) (*coordinationv1.Lease, bool) {
 	return l, true
 }
 
-// jsonScan is a strict cursor over a JSON document for fastDecodeLease:
+// jsonScan is a strict cursor over a JSON document for DecodeJSON:
 // every method returns false on anything it does not fully understand.
 type jsonScan struct {
 	b []byte

@@ -1,15 +1,13 @@
-package apiserver
+package leasecodec
 
 import (
 	"bytes"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // appendLeaseJSON appends a Lease exactly as the JSON serializer writes it
@@ -290,9 +288,9 @@ func compactASCII(raw []byte) bool {
 	return d.fieldsObject(0) && d.i == len(raw)
 }
 
-// leaseJSON renders a Lease response body as the serializer does (with
-// the trailing newline of json.Encoder).
-func leaseJSON(l *coordinationv1.Lease) ([]byte, bool) {
+// JSON renders a Lease response body as the serializer does (with the
+// trailing newline of json.Encoder); ok false means use the serializer.
+func JSON(l *coordinationv1.Lease) ([]byte, bool) {
 	if l.Kind != "Lease" || l.APIVersion != "coordination.k8s.io/v1" {
 		return nil, false
 	}
@@ -300,8 +298,9 @@ func leaseJSON(l *coordinationv1.Lease) ([]byte, bool) {
 	return append(b, '\n'), ok
 }
 
-// leaseListJSON renders a LeaseList response body.
-func leaseListJSON(l *coordinationv1.LeaseList) ([]byte, bool) {
+// ListJSON renders a LeaseList response body; ok false means use the
+// serializer.
+func ListJSON(l *coordinationv1.LeaseList) ([]byte, bool) {
 	if l.Kind != "LeaseList" || l.APIVersion != "coordination.k8s.io/v1" {
 		return nil, false
 	}
@@ -342,77 +341,21 @@ func leaseListJSON(l *coordinationv1.LeaseList) ([]byte, bool) {
 	return w.b, ok
 }
 
-// frameCache shares encoded watch frames between the watchers of a
-// resource: every watcher of a namespace gets every renewal, and encoding
-// it once per watcher would cost the event's encoding times the number of
-// watchers. A frame is keyed by the object's address and the event type:
-// the engine hands the same read-only object to every watcher of an event
-// (engine.WithSharedWatchObjects), and an entry keeps its object alive, so
-// the address cannot be reused for another object while it is cached.
-type frameCache struct {
-	// entries is read by every watch stream for every event: a sync.Map
-	// keeps those reads free of a shared lock. mu orders insertions and
-	// the first-in first-out eviction.
-	entries sync.Map // frameKey -> []byte
-	mu      sync.Mutex
-	order   []frameKey
-	next    int
-}
-
-type frameKey struct {
-	obj *coordinationv1.Lease
-	typ string
-}
-
-func newFrameCache(size int) *frameCache {
-	return &frameCache{order: make([]frameKey, size)}
-}
-
-// leaseFrame returns the JSON watch frame of a Lease event:
+// AppendEventJSON appends the JSON watch frame of a Lease event,
 // {"type":...,"object":...} and a newline, as the serializer writes a
-// metav1.WatchEvent around the embedded object.
-func (c *frameCache) leaseFrame(typ string, l *coordinationv1.Lease) ([]byte, bool) {
+// metav1.WatchEvent around the embedded object. Only an object as the
+// engine's watches hand out qualifies: TypeMeta and resourceVersion set.
+func AppendEventJSON(b []byte, typ string, l *coordinationv1.Lease) ([]byte, bool) {
 	if l.Kind != "Lease" || l.APIVersion != "coordination.k8s.io/v1" || l.ResourceVersion == "" {
 		return nil, false
 	}
-	k := frameKey{l, typ}
-	if f, ok := c.entries.Load(k); ok {
-		return f.([]byte), true
-	}
-	w := jsonOut{b: make([]byte, 0, 1024), ok: true}
+	w := jsonOut{b: b, ok: true}
 	w.raw(`{"type":`)
 	w.str(typ)
 	w.raw(`,"object":`)
-	b, ok := appendLeaseJSON(w.b, l, true)
+	out, ok := appendLeaseJSON(w.b, l, true)
 	if !ok || !w.ok {
 		return nil, false
 	}
-	f := append(b, "}\n"...)
-	if prev, loaded := c.entries.LoadOrStore(k, f); loaded {
-		return prev.([]byte), true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.order[c.next]; old.obj != nil {
-		c.entries.Delete(old)
-	}
-	c.order[c.next] = k
-	c.next = (c.next + 1) % len(c.order)
-	return f, true
-}
-
-// fastJSON renders the Lease and LeaseList bodies of the renewal path
-// (plain application/json in v1, no Table or metadata-only conversion)
-// without the serializer; ok false means use the serializer.
-func fastJSON(obj any, mo mediaOptions, pretty bool, gv schema.GroupVersion) ([]byte, bool) {
-	if pretty || mo.convert != nil || mo.info.MediaType != "application/json" || gv != coordinationv1.SchemeGroupVersion {
-		return nil, false
-	}
-	switch o := obj.(type) {
-	case *coordinationv1.Lease:
-		return leaseJSON(o)
-	case *coordinationv1.LeaseList:
-		return leaseListJSON(o)
-	}
-	return nil, false
+	return append(out, "}\n"...), true
 }

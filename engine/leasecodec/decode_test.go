@@ -1,4 +1,4 @@
-package apiserver
+package leasecodec
 
 import (
 	"reflect"
@@ -7,21 +7,20 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/leasehold/leasehold/engine"
 )
 
-// strictDecodeLease is the serializer path fastDecodeLease replaces.
+// strictDecodeLease is the serializer path DecodeJSON replaces.
 func strictDecodeLease(body []byte) (*coordinationv1.Lease, bool) {
 	var info *runtime.SerializerInfo
-	for _, i := range engine.Codecs.SupportedMediaTypes() {
+	for _, i := range testCodecs.SupportedMediaTypes() {
 		if i.MediaType == "application/json" {
 			info = &i
 		}
 	}
 	into := &coordinationv1.Lease{}
-	obj, actual, err := info.StrictSerializer.Decode(body, &leaseGVK, into)
-	if err != nil || *actual != leaseGVK || obj != into {
+	gvk := coordinationv1.SchemeGroupVersion.WithKind("Lease")
+	obj, actual, err := info.StrictSerializer.Decode(body, &gvk, into)
+	if err != nil || *actual != gvk || obj != into {
 		return nil, false
 	}
 	return into, true
@@ -54,7 +53,7 @@ func FuzzFastDecodeLease(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fast, ok := fastDecodeLease(body)
+		fast, ok := DecodeJSON(body)
 		if !ok {
 			return
 		}
@@ -71,7 +70,7 @@ func FuzzFastDecodeLease(f *testing.F) {
 // TestFastDecodeLeaseTakesRenewals guards the point of the fast decoder:
 // a renewal body as clients send it must not fall back.
 func TestFastDecodeLeaseTakesRenewals(t *testing.T) {
-	if _, ok := fastDecodeLease([]byte(renewalBody)); !ok {
+	if _, ok := DecodeJSON([]byte(renewalBody)); !ok {
 		t.Fatal("a renewal body fell back to the serializer")
 	}
 }
