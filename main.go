@@ -47,9 +47,10 @@ import (
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
-	"github.com/leasehold/leasehold/web/leaseclient"
-	"github.com/leasehold/leasehold/web/leaserun"
-	"github.com/leasehold/leasehold/web/loadgen"
+	"github.com/leasehold/leasehold/web/client/lease"
+	"github.com/leasehold/leasehold/web/kubeconfig"
+	leaserun "github.com/leasehold/leasehold/web/client/run"
+	loadgen "github.com/leasehold/leasehold/web/client/bench"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/sdnotify"
 	"github.com/leasehold/leasehold/web/security"
@@ -489,7 +490,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if cfg.WriteKubeconfig != "-" {
 		content, err := sec.Kubeconfig(serverURL)
 		if err == nil {
-			err = leaseclient.WriteKubeconfig(cfg.WriteKubeconfig, content)
+			err = kubeconfig.Write(cfg.WriteKubeconfig, content)
 		}
 		if err != nil {
 			ln.Close()
@@ -731,7 +732,7 @@ func (o *serveOps) configure(opts *web.Options, c *security.Config, sec *securit
 func runKubeconfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("leasehold kubeconfig", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var spec leaseclient.KubeconfigSpec
+	var spec kubeconfig.Spec
 	var caFile, certFile, keyFile, tokenFile, output string
 	fs.StringVar(&spec.Server, "server", "", "server `URL`, e.g. https://lease-server:8443 (required)")
 	fs.StringVar(&spec.Token, "token", "", "bearer `token` (prefer --token-file: command lines are visible to other users)")
@@ -784,7 +785,7 @@ func runKubeconfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leasehold kubeconfig: %v\n", err)
 		return 1
 	}
-	out, err := leaseclient.RenderKubeconfig(spec, output)
+	out, err := kubeconfig.Render(spec, output)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold kubeconfig: %v\n", err)
 		return 1
@@ -819,12 +820,12 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	urls := []string{*url}
 	if *url == "" {
 		var err error
-		if urls, err = leaseclient.ReadyzURLs(listen); err != nil {
+		if urls, err = lease.ReadyzURLs(listen); err != nil {
 			fmt.Fprintf(stderr, "leasehold healthcheck: invalid --listen %q: %v\n", listen, err)
 			return 2
 		}
 	}
-	if err := leaseclient.ProbeReady(ctx, urls, filepath.Join(*dir, "pki", "ca.crt")); err != nil {
+	if err := lease.ProbeReady(ctx, urls, filepath.Join(*dir, "pki", "ca.crt")); err != nil {
 		fmt.Fprintf(stderr, "leasehold healthcheck: %v\n", err)
 		return 1
 	}
@@ -921,11 +922,11 @@ func backupTo(ctx context.Context, w io.Writer, dbPath, dir, kubeconfig string) 
 			return 0, "", fmt.Errorf("%w; and no %s to reach the running server: pass --kubeconfig", err, kubeconfig)
 		}
 	}
-	cfg, err := leaseclient.LoadKubeconfig(kubeconfig, "")
+	cfg, err := lease.LoadKubeconfig(kubeconfig, "")
 	if err != nil {
 		return 0, "", err
 	}
-	c, err := leaseclient.New(cfg)
+	c, err := lease.New(cfg)
 	if err != nil {
 		return 0, "", err
 	}

@@ -26,7 +26,7 @@ import (
 
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
-	"github.com/leasehold/leasehold/web/leaseclient"
+	"github.com/leasehold/leasehold/web/kubeconfig"
 	"github.com/leasehold/leasehold/web/pki"
 )
 
@@ -321,5 +321,5 @@ func (s *Security) Scheme() string {
 // Kubeconfig renders the kubeconfig serve writes for local clients: the
 // generated CA and the chosen token-file user's token, when there are.
 func (s *Security) Kubeconfig(server string) ([]byte, error) {
-	return leaseclient.RenderKubeconfig(leaseclient.KubeconfigSpec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
+	return kubeconfig.Render(kubeconfig.Spec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
 }
