@@ -35,7 +35,6 @@ func TestFlagSetEnvTwinsAliasesAndHelp(t *testing.T) {
 	}
 }
 
-
 func TestParseWithArg(t *testing.T) {
 	for _, args := range [][]string{{"f.db", "--x", "1"}, {"--x", "1", "f.db"}} {
 		fs := NewFlagSet("backup FILE", "", &bytes.Buffer{})
