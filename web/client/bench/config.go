@@ -2,11 +2,12 @@ package bench
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"time"
+
+	"github.com/leasehold/leasehold/cli"
 )
 
 // Config is one load run.
@@ -57,11 +58,19 @@ func Defaults() Config {
 	}
 }
 
+const synopsis = "bench [flags]"
+
+const about = `Measures renewals/s, latency and the server's CPU per renewal under the lease
+renewal workload of client-go's LeaseLock (GET, then PUT with a new renewTime)
+over --leases leases from --clients concurrent clients, optionally with
+watchers, LeaseCandidate churn and a LIST timing (see docs/bench.sh).
+
+Exit codes: 0 clean run; 1 errors or conflicts during the run; 2 usage error.`
+
 // ParseFlags reads "leasehold bench" flags over Defaults.
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	cfg := Defaults()
-	fs := flag.NewFlagSet("leasehold bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet(synopsis, about, stderr)
 	fs.StringVar(&cfg.Server, "server", cfg.Server, "API server `URL` (http)")
 	fs.StringVar(&cfg.Token, "token", "", "bearer `token` to send")
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace of the benchmark's leases")
@@ -76,12 +85,11 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "server `pid`, to report its CPU time per renewal and RSS")
 	fs.BoolVar(&cfg.NoSetup, "no-setup", false, "do not create missing leases")
 	fs.IntVar(&cfg.ListRuns, "list", 0, "after the load, LIST the namespace this many times and report the latency")
-	fs.StringVar(&cfg.Output, "output", cfg.Output, "report format: text or json")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&cfg.Output, "output", cfg.Output, "report format: `text` or json")
+	fs.Alias("n", "namespace")
+	fs.Alias("o", "output")
+	if err := fs.ParseNoArgs(args); err != nil {
 		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	return cfg, cfg.validate()
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/cli"
 )
 
 // Result is the report of one run; the JSON field names are stable for
@@ -77,16 +79,24 @@ type ListResult struct {
 	Latency Latency `json:"latency"`
 }
 
-// Main is "leasehold bench": it parses flags, runs, prints the report and
-// returns the exit code (1 when the run had errors or conflicts).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Command is "leasehold bench".
+var Command = cli.Command{
+	Name:     "bench",
+	Synopsis: synopsis,
+	Summary:  "measure renewals/s, latency and server CPU against a server\n" + `(see "leasehold bench --help" and docs/bench.sh)`,
+	Run:      benchCommand,
+}
+
+// benchCommand parses flags, runs, prints the report and returns the exit
+// code (1 when the run had errors or conflicts).
+func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := ParseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return cli.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
-		return 2
+		return cli.ExitUsage
 	}
 	res, err := Run(ctx, cfg, stderr)
 	if err != nil {

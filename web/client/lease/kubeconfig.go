@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kubeconfig is the subset of a kubeconfig file (clientcmd's v1 Config)
+// kubeconfigFile is the subset of a kubeconfig file (clientcmd's v1 Config)
 // that a lease client needs. Unknown fields are ignored, so any kubeconfig
 // kubectl reads parses here.
-type kubeconfig struct {
+type kubeconfigFile struct {
 	CurrentContext string `json:"current-context"`
 	Clusters       []struct {
 		Name    string `json:"name"`
@@ -55,7 +55,7 @@ func LoadKubeconfig(path, contextName string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("read kubeconfig: %w", err)
 	}
-	var kc kubeconfig
+	var kc kubeconfigFile
 	if err := yaml.Unmarshal(data, &kc); err != nil {
 		return Config{}, fmt.Errorf("parse kubeconfig %s: %w", path, err)
 	}

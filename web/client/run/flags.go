@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,17 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
-
-// envPrefix and envName mirror main's flag/environment convention: every
-// flag --foo-bar has the twin LEASEHOLD_FOO_BAR, which a flag given on the
-// command line overrides.
-const envPrefix = "LEASEHOLD_"
-
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
 
 // DefaultServer is where the commands look for a server when neither
 // --server, --kubeconfig nor $KUBECONFIG says otherwise: "leasehold serve"'s
@@ -40,12 +31,13 @@ type connFlags struct {
 	usedKubeconfig string // the kubeconfig actually read, if any
 }
 
-func (c *connFlags) register(fs *flag.FlagSet) {
+func (c *connFlags) register(fs *cli.FlagSet) {
 	fs.StringVar(&c.Server, "server", "", "API server `URL` (overrides the kubeconfig's; default "+DefaultServer+" without a kubeconfig)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for the server URL, bearer token and TLS settings (default $KUBECONFIG when --server is not given)")
 	fs.StringVar(&c.Context, "context", "", "kubeconfig `context` to use (default its current-context)")
 	fs.StringVar(&c.Namespace, "namespace", "", "`namespace` of the lease (default the kubeconfig context's, else \"default\")")
 	fs.StringVar(&c.Lease, "lease", "", "`name` of the Lease (required)")
+	fs.Alias("n", "namespace")
 }
 
 // client resolves the connection flags into a Lease API client. The
@@ -85,35 +77,6 @@ func (c *connFlags) client(userAgent string, timeout time.Duration) (*lease.Clie
 	return cl, cfg, err
 }
 
-// parse applies environment twins as defaults, parses args and prints
-// usage in the serve command's style.
-func parse(fs *flag.FlagSet, args []string, synopsis, about string) error {
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: %s\n\n%s\nFlags (each also read from its environment variable):\n", synopsis, about)
-		fs.VisitAll(func(f *flag.Flag) {
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(w, "  --%s %s\n    \t%s (env %s", f.Name, name, usage, envName(f.Name))
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
-				fmt.Fprintf(w, ", default %q", f.DefValue)
-			}
-			fmt.Fprintln(w, ")")
-		})
-	}
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("invalid value %q for %s: %w", v, envName(f.Name), err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
-	}
-	return fs.Parse(args)
-}
-
 // On-exit and on-lost policies.
 const (
 	OnExitRelease = "release" // release the lease and exit with the child's code
@@ -146,6 +109,8 @@ type runConfig struct {
 	LogLevel         slog.Level
 	Command          []string
 }
+
+const runSynopsis = "run --lease NAME [flags] -- COMMAND [ARGS...]"
 
 const runAbout = `Campaigns for a coordination.k8s.io/v1 Lease as client-go's LeaderElector does,
 runs COMMAND only while holding it, and renews it every --retry-period while
@@ -187,8 +152,7 @@ cannot be started.
 `
 
 func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
-	fs := flag.NewFlagSet("leasehold run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet(runSynopsis, runAbout, stderr)
 	var cfg runConfig
 	var logLevel string
 	cfg.conn.register(fs)
@@ -205,7 +169,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&cfg.Strategy, "strategy", "OldestEmulationVersion", "LeaseCandidate `strategy`")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&logLevel, "log-level", "info", "minimum log `level`: debug, info, warn or error")
-	if err := parse(fs, args, "leasehold run --lease NAME [flags] -- COMMAND [ARGS...]", runAbout); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.Command = fs.Args()

@@ -4,19 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 
 // ExitNoHolder is the exit code of "leasehold leader" (without --watch)
 // when the lease is missing, free or expired.
 const ExitNoHolder = 3
+
+const leaderSynopsis = "leader --lease NAME [-n NS] [--watch] [-o text|json]"
 
 const leaderAbout = `Prints the identity holding a coordination.k8s.io/v1 Lease, or an empty line
 when it is missing, released (holderIdentity "") or expired (renewTime +
@@ -72,30 +74,23 @@ func viewOf(ns, name string, l *coordinationv1.Lease, now time.Time) holderView 
 	return v
 }
 
-// Leader implements "leasehold leader" and returns the exit code.
-func Leader(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("leasehold leader", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// leaderCommand implements "leasehold leader" and returns the exit code.
+func leaderCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(leaderSynopsis, leaderAbout, stderr)
 	var conn connFlags
 	conn.register(fs)
 	watch := fs.Bool("watch", false, "keep running and print a line whenever the holder changes")
 	output := fs.String("output", "text", "output format: `text` (the holder identity) or json")
-	err := parse(fs, args, "leasehold leader --lease NAME [--namespace NS] [--watch] [--output text|json]", leaderAbout)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+	fs.Alias("o", "output")
+	err := fs.ParseNoArgs(args)
 	if err == nil && conn.Lease == "" {
 		err = errors.New("--lease is required")
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if err == nil && *output != "text" && *output != "json" {
 		err = fmt.Errorf("invalid --output %q: use text or json", *output)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "leasehold leader: %v\n", err)
-		return 2
+	if code, stop := fs.Stop(err); stop {
+		return code
 	}
 	cl, _, err := conn.client("leasehold-leader", 10*time.Second)
 	if err != nil {

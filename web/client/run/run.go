@@ -17,6 +17,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/leasehold/leasehold/cli"
 )
 
 // Environment handed to the child.
@@ -33,15 +35,15 @@ const (
 // rfc3339Micro is the Lease API's MicroTime format.
 const rfc3339Micro = "2006-01-02T15:04:05.000000Z07:00"
 
-// Run implements "leasehold run" and returns the process exit code.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// runCommand implements "leasehold run" and returns the process exit code.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseRunFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return cli.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold run: %v\n", err)
-		return 2
+		return cli.ExitUsage
 	}
 	// client-go's NewFromKubeconfig bounds each request by half the renew
 	// deadline (at least 1 s), so one attempt can retry within it.
