@@ -37,13 +37,20 @@ type FlagSet struct {
 	isAlias  map[string]bool
 }
 
-// NewFlagSet returns the flag set of "leasehold <synopsis>"; its name is
-// the synopsis's first word. about, when set, is printed by --help between
+// NewFlagSet returns the flag set of "leasehold <synopsis>"; its name, which
+// prefixes its errors, is "leasehold" and the synopsis's leading lower-case
+// words ("plugin vet" of "plugin vet FILE.wasm"). about, when set, is printed by --help between
 // the synopsis and the flags. Errors and help go to stderr.
 func NewFlagSet(synopsis, about string, stderr io.Writer) *FlagSet {
-	name, _, _ := strings.Cut(synopsis, " ")
+	name := "leasehold"
+	for _, word := range strings.Fields(synopsis) {
+		if strings.TrimLeft(word, "abcdefghijklmnopqrstuvwxyz") != "" {
+			break
+		}
+		name += " " + word
+	}
 	fs := &FlagSet{
-		FlagSet:  flag.NewFlagSet("leasehold "+name, flag.ContinueOnError),
+		FlagSet:  flag.NewFlagSet(name, flag.ContinueOnError),
 		synopsis: "leasehold " + synopsis,
 		about:    strings.TrimSpace(about),
 		shortFor: map[string]string{},

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"errors"
+	"flag"
 	"sync"
 	"time"
 
@@ -29,6 +31,23 @@ type Limits struct {
 	// MaxConnections caps open connections (10000); fasthttp answers
 	// 503 beyond it.
 	MaxConnections int
+}
+
+// RegisterFlags adds the limit flags of "leasehold serve" to fs, with
+// the defaults above.
+func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "concurrent non-watch requests before new ones get 429")
+	fs.IntVar(&l.MaxWatchesPerClient, "max-watches-per-client", 100, "open watch streams per user and remote IP before new ones get 429")
+	fs.IntVar(&l.MaxConnections, "max-connections", 10000, "open connections before new ones are refused")
+}
+
+// Validate checks limits given as flags: a zero would silently mean the
+// default.
+func (l Limits) Validate() error {
+	if l.MaxRequestsInflight <= 0 || l.MaxWatchesPerClient <= 0 || l.MaxConnections <= 0 {
+		return errors.New("--max-requests-inflight, --max-watches-per-client and --max-connections must be positive")
+	}
+	return nil
 }
 
 type limiter struct {
