@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
@@ -28,7 +27,7 @@ const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input sna
 
 func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fs := cli.NewFlagSet(strings.ReplaceAll(pluginSynopsis, "\n", " | leasehold "), "", stderr)
+		fs := cli.NewFlagSet("plugin vet|test FILE.wasm [--input snapshot.json]", "", stderr)
 		err := fs.Parse(args)
 		if err == nil {
 			err = errors.New("expected vet or test")
