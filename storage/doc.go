@@ -10,6 +10,12 @@
 // from a recent revision. Revisions older than the retained history are
 // "compacted" and reported as [ErrCompacted].
 //
+// Beyond Interface, a backend declares what else it can do by implementing
+// small optional interfaces that callers assert: StatsReporter, Elector
+// (replicas sharing the store), Backuper (an online copy of the whole
+// database) and MemoryReleaser (giving memory back while idle), so that no
+// caller needs a backend's concrete type.
+//
 // The embedded backend lives in storage/boltdb; storage/storagetest holds the
 // conformance suite that every backend must pass unchanged.
 package storage

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 )
@@ -172,6 +173,24 @@ type Stats struct {
 // StatsReporter is implemented by backends that can describe themselves.
 type StatsReporter interface {
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// Backuper is an optional capability: a backend whose whole database can
+// be copied, consistently, while it keeps serving (bbolt's one file). The
+// server offers such a copy at GET /leasehold/v1/backup; a backend
+// without it (etcd, which has its own snapshots) offers none.
+type Backuper interface {
+	// Backup writes a consistent copy of the database to w and returns
+	// the number of bytes written.
+	Backup(ctx context.Context, w io.Writer) (int64, error)
+}
+
+// MemoryReleaser is an optional capability: a backend that can give
+// memory back while the server is idle (bbolt drops its mapped pages from
+// the resident set). The server calls ReleaseMemory with its own idle-time
+// release.
+type MemoryReleaser interface {
+	ReleaseMemory()
 }
 
 // Elector is implemented by backends that several leasehold replicas can

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"errors"
+	"flag"
 	"sync"
 	"time"
 
@@ -33,6 +35,24 @@ type Limits struct {
 	// once, across all requests (DefaultMaxBodyBytesInFlight); a request
 	// whose body would exceed it gets 429 with Retry-After.
 	MaxBodyBytesInFlight int
+}
+
+// RegisterFlags adds the limit flags of "leasehold serve" to fs, with
+// the defaults above.
+func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "concurrent non-watch requests before new ones get 429")
+	fs.IntVar(&l.MaxWatchesPerClient, "max-watches-per-client", 100, "open watch streams per user and remote IP before new ones get 429")
+	fs.IntVar(&l.MaxConnections, "max-connections", 10000, "open connections before new ones are refused")
+	fs.IntVar(&l.MaxBodyBytesInFlight, "max-request-body-bytes-inflight", DefaultMaxBodyBytesInFlight, "request body `bytes` held in memory at once across all requests before new bodies get 429")
+}
+
+// Validate checks limits given as flags: a zero would silently mean the
+// default.
+func (l Limits) Validate() error {
+	if l.MaxRequestsInflight <= 0 || l.MaxWatchesPerClient <= 0 || l.MaxConnections <= 0 || l.MaxBodyBytesInFlight <= 0 {
+		return errors.New("--max-requests-inflight, --max-watches-per-client, --max-connections and --max-request-body-bytes-inflight must be positive")
+	}
+	return nil
 }
 
 type limiter struct {

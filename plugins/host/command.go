@@ -3,48 +3,53 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
-// Command implements "leasehold plugin vet|test" (args follow "plugin")
-// and returns the exit code: vet checks a strategy module against the
-// plugin ABI and prints its VetReport; test runs it offline on an
-// abi.Input (--input, default a built-in sample) and prints its decision
-// and timing.
-func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// PluginCommand is "leasehold plugin vet|test": vet checks a strategy
+// module against the plugin ABI and prints its VetReport; test runs it
+// offline on an abi.Input (--input, default a built-in sample) and prints
+// its decision and timing.
+var PluginCommand = cli.Command{
+	Name:     "plugin",
+	Synopsis: pluginSynopsis,
+	Summary:  "check a strategy module against the plugin ABI (vet), or run it offline\nand print its decision (test)",
+	Run:      pluginCommand,
+}
+
+const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input snapshot.json]"
+
+func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fmt.Fprintln(stderr, "usage: leasehold plugin vet FILE.wasm | leasehold plugin test FILE.wasm [--input snapshot.json]")
-		return 2
+		fs := cli.NewFlagSet("plugin vet|test FILE.wasm [--input snapshot.json]", "", stderr)
+		err := fs.Parse(args)
+		if err == nil {
+			err = errors.New("expected vet or test")
+		}
+		code, _ := fs.Stop(err)
+		return code
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("leasehold plugin "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	synopsis := "plugin vet FILE.wasm"
+	if sub == "test" {
+		synopsis = "plugin test FILE.wasm [--input snapshot.json]"
+	}
+	fs := cli.NewFlagSet(synopsis, "", stderr)
 	input := fs.String("input", "", "`file` with the abi.Input JSON to decide on (default: a built-in sample)")
-	// Accept the module path before or after the flags.
-	var file string
-	rest := args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		file, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 || file == "" {
-		fmt.Fprintf(stderr, "leasehold plugin %s: expected exactly one FILE.wasm\n", sub)
-		return 2
+	file, err := fs.ParseWithArg(args[1:], "FILE.wasm")
+	if code, stop := fs.Stop(err); stop {
+		return code
 	}
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold plugin %s: %v\n", sub, err)
-		return 1
+		return cli.ExitFailure
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")

@@ -270,6 +270,13 @@ func (s *Store) trimIdle() {
 	}
 }
 
+// The optional capabilities of the storage contract that the bbolt
+// backend offers.
+var (
+	_ storage.Backuper       = (*Store)(nil)
+	_ storage.MemoryReleaser = (*Store)(nil)
+)
+
 // ReleaseMemory drops the database file's pages from the process's
 // resident memory, as Open does after loading: reads are served from
 // memory, and commits map back only the pages they update. Call it when

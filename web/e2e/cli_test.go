@@ -254,3 +254,80 @@ func TestE2EServeStopsRightAfterStart(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ECLIEveryCommandHelp runs "--help" on every command "leasehold
+// help" lists: each exits 0 and prints one style, "Usage: leasehold NAME"
+// then double-dash flags (with an optional one-letter alias), each naming
+// its environment twin.
+func TestE2ECLIEveryCommandHelp(t *testing.T) {
+	code, list, errOut := runCLI(t, "help")
+	if code != 0 || errOut != "" {
+		t.Fatalf("leasehold help: exit %d, stderr %q", code, errOut)
+	}
+	names := map[string]bool{}
+	entry := regexp.MustCompile(`^  leasehold (?:\[(serve)\]|([a-z]+))`)
+	for _, line := range strings.Split(list, "\n") {
+		if m := entry.FindStringSubmatch(line); m != nil {
+			names[m[1]+m[2]] = true
+		}
+	}
+	want := []string{"serve", "plugin", "run", "leader", "kubeconfig", "healthcheck", "backup", "restore", "compact", "bench", "version"}
+	for _, name := range want {
+		if !names[name] {
+			t.Errorf("leasehold help does not list %q:\n%s", name, list)
+		}
+	}
+	if len(names) != len(want) {
+		t.Errorf("leasehold help lists %d commands, want %d (update this test with the table):\n%s", len(names), len(want), list)
+	}
+	flagLine := regexp.MustCompile(`^  (?:-[a-z], )?--([a-z][a-z0-9-]*)(?: \S+)?$`)
+	singleDash := regexp.MustCompile(`^  -[a-z][a-z0-9-]+`) // -server: the flag package's own style
+	for name := range names {
+		code, out, errOut := runCLI(t, name, "--help")
+		help := out + errOut
+		if code != 0 {
+			t.Errorf("%s --help: exit %d, want 0; output:\n%s", name, code, help)
+			continue
+		}
+		if !strings.HasPrefix(help, "Usage: leasehold "+name) {
+			t.Errorf("%s --help does not start with %q:\n%s", name, "Usage: leasehold "+name, help)
+		}
+		lines := strings.Split(help, "\n")
+		for i, line := range lines {
+			if singleDash.MatchString(line) {
+				t.Errorf("%s --help: single-dash flag line %q", name, line)
+			}
+			m := flagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(m[1], "-", "_"))
+			if i+1 >= len(lines) || !strings.Contains(lines[i+1], "(env "+env) {
+				t.Errorf("%s --help: flag --%s does not name its env twin %s", name, m[1], env)
+			}
+		}
+	}
+}
+
+// TestE2ECLILeaderShortNamespace: "leasehold leader -n NS" selects the
+// namespace, as kubectl's -n does.
+func TestE2ECLILeaderShortNamespace(t *testing.T) {
+	ts := startServer(t)
+	code, out, errOut := runCLI(t, "leader", "--kubeconfig", ts.Kubeconfig, "-n", "x", "--lease", "nobody", "-o", "json")
+	if code != 3 || errOut != "" {
+		t.Fatalf("leader -n x: exit %d, stderr %q; want 3 (no holder)", code, errOut)
+	}
+	var v struct{ Namespace, Lease string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Namespace != "x" || v.Lease != "nobody" {
+		t.Errorf("leader -n x -o json printed %q (%v); want namespace x, lease nobody", out, err)
+	}
+}
+
+// TestE2ECLIUnknownCommand: an unknown command exits 2 and lists the
+// commands on stderr.
+func TestE2ECLIUnknownCommand(t *testing.T) {
+	code, out, errOut := runCLI(t, "frobnicate", "--help")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "leasehold healthcheck") {
+		t.Errorf("unknown command: exit %d, stdout %q, stderr %q; want 2 and the command list on stderr", code, out, errOut)
+	}
+}

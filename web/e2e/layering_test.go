@@ -26,6 +26,14 @@ var forbiddenDeps = map[string][]string{
 	module + "/web": {
 		module + "/storage/", "go.etcd.io/bbolt", "github.com/tetratelabs/wazero",
 	},
+	// Client packages talk to a server over HTTP only: never the engine,
+	// the storage or the strategy plugins (nor the server's own packages:
+	// TestClientServerSplit).
+	module + "/web/client": {module + "/engine", module + "/storage", module + "/plugins"},
+	// Leaves that both ends (and every layer) share: the command helper
+	// is stdlib only, the kubeconfig renderer stdlib plus YAML.
+	module + "/cli":            {"github.com/", "go.etcd.io/", "go.yaml.in/", "k8s.io/", "sigs.k8s.io/", module + "/"},
+	module + "/web/kubeconfig": {"github.com/", "go.etcd.io/", "k8s.io/", module + "/"},
 	// The ABI is the one contract shared by host, guests and engine: stdlib only.
 	module + "/plugins/abi": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage"},
 	module + "/plugins/sdk": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage", module + "/plugins/host"},
@@ -91,6 +99,42 @@ func TestLayering(t *testing.T) {
 	}
 	if checked < 3 {
 		t.Fatalf("checked only %d packages: the layering test no longer sees the tree", checked)
+	}
+}
+
+// TestClientServerSplit keeps web/'s two ends apart: client packages
+// (web/client/...) may use no web package but each other and the shared
+// web/kubeconfig, and the server's packages never reach a client package.
+func TestClientServerSplit(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./web/...")
+	cmd.Dir = moduleDir(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	client, shared := module+"/web/client", module+"/web/kubeconfig"
+	isClient := func(pkg string) bool { return pkg == client || strings.HasPrefix(pkg, client+"/") }
+	clients := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], module+"/web/e2e") {
+			continue // the end-to-end tests drive both ends
+		}
+		pkg, deps := fields[0], fields[1:]
+		if isClient(pkg) {
+			clients++
+		}
+		for _, dep := range deps {
+			switch {
+			case isClient(pkg) && strings.HasPrefix(dep, module+"/web") && !isClient(dep) && dep != shared:
+				t.Errorf("client package %s depends on the server package %s", pkg, dep)
+			case !isClient(pkg) && isClient(dep):
+				t.Errorf("server package %s depends on the client package %s", pkg, dep)
+			}
+		}
+	}
+	if clients < 3 {
+		t.Fatalf("found only %d client packages under web/client", clients)
 	}
 }
 

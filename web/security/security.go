@@ -1,5 +1,5 @@
-// Package security assembles serve's TLS, authentication, authorization and
-// limit settings from its flags, named after kube-apiserver's where one
+// Package security assembles serve's TLS, authentication and authorization
+// settings from its flags, named after kube-apiserver's where one
 // exists: RegisterFlags adds them to a flag set, Config.Validate applies the
 // start-up rules (off loopback, plain HTTP and unauthenticated serving are
 // refused unless explicitly accepted), and Config.Build reads the
@@ -22,16 +22,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
-	"github.com/leasehold/leasehold/web/leaseclient"
+	"github.com/leasehold/leasehold/web/kubeconfig"
 	"github.com/leasehold/leasehold/web/pki"
 )
 
-// Config holds serve's TLS, authentication, authorization and limit
-// flags.
+// Config holds serve's TLS, authentication and authorization flags. The
+// limits are web.Limits, logging, metrics and profiling
+// web.Observability.
 type Config struct {
 	TLSCertFile, TLSKeyFile string
 	TLSAuto                 OptionalBool
@@ -43,16 +42,10 @@ type Config struct {
 	// The loudly named escape hatches for trusted networks.
 	AllowUnauthenticatedNetwork bool
 	AllowHTTPNetwork            bool
-
-	MaxRequestsInflight int
-	MaxWatchesPerClient int
-	MaxConnections      int
-	ShutdownDelay       time.Duration
-	MetricsPerLease     bool
 }
 
-// RegisterFlags adds the security and limit flags to fs and returns the
-// Config they fill when fs is parsed.
+// RegisterFlags adds the security flags to fs and returns the Config they
+// fill when fs is parsed.
 func RegisterFlags(fs *flag.FlagSet) *Config {
 	c := new(Config)
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM `file` with the serving certificate (and intermediates); with --tls-private-key-file")
@@ -65,11 +58,6 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.KubeconfigUser, "write-kubeconfig-user", "", "token-file `user` whose token goes into the written kubeconfig (default: the file's first entry)")
 	fs.BoolVar(&c.AllowUnauthenticatedNetwork, "insecure-allow-unauthenticated-network", false, "DANGEROUS: serve on a non-loopback address without any authenticator, so anyone who can connect may change every lease")
 	fs.BoolVar(&c.AllowHTTPNetwork, "insecure-allow-http-network", false, "DANGEROUS: serve plain HTTP on a non-loopback address (with --tls-auto=false and no certificate), so tokens and leases cross the network in clear text")
-	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "concurrent non-watch requests before new ones get 429")
-	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", 100, "open watch streams per user and remote IP before new ones get 429")
-	fs.IntVar(&c.MaxConnections, "max-connections", 10000, "open connections before new ones are refused")
-	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
-	fs.BoolVar(&c.MetricsPerLease, "metrics-per-lease", true, "export the leasehold_lease_* series (one per lease); turn off for very large fleets")
 	return c
 }
 
@@ -146,9 +134,6 @@ func (c *Config) Validate(listen string) error {
 	if c.KubeconfigUser != "" && c.TokenAuthFile == "" {
 		return errors.New("--write-kubeconfig-user needs --token-auth-file")
 	}
-	if c.MaxRequestsInflight <= 0 || c.MaxWatchesPerClient <= 0 || c.MaxConnections <= 0 {
-		return errors.New("--max-requests-inflight, --max-watches-per-client and --max-connections must be positive")
-	}
 	if IsLoopbackHost(host) {
 		return nil
 	}
@@ -163,15 +148,6 @@ func (c *Config) Validate(listen string) error {
 			"or pass --insecure-allow-unauthenticated-network to accept the risk", listen)
 	}
 	return nil
-}
-
-// Limits converts the limit flags.
-func (c *Config) Limits() web.Limits {
-	return web.Limits{
-		MaxRequestsInflight: c.MaxRequestsInflight,
-		MaxWatchesPerClient: c.MaxWatchesPerClient,
-		MaxConnections:      c.MaxConnections,
-	}
 }
 
 // Security is the loaded configuration serve hands to the web server and
@@ -321,5 +297,5 @@ func (s *Security) Scheme() string {
 // Kubeconfig renders the kubeconfig serve writes for local clients: the
 // generated CA and the chosen token-file user's token, when there are.
 func (s *Security) Kubeconfig(server string) ([]byte, error) {
-	return leaseclient.RenderKubeconfig(leaseclient.KubeconfigSpec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
+	return kubeconfig.Render(kubeconfig.Spec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
 }

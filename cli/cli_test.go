@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestFlagSetEnvTwinsAliasesAndHelp(t *testing.T) {
+	t.Setenv("LEASEHOLD_NAMESPACE", "from-env")
+	t.Setenv("LEASEHOLD_N", "ignored: aliases have no twin")
+	var stderr bytes.Buffer
+	fs := NewFlagSet("leader --lease NAME [flags]", "Prints the holder.", &stderr)
+	ns := fs.String("namespace", "default", "`name`space of the lease")
+	watch := fs.Bool("watch", false, "keep running")
+	fs.Alias("n", "namespace")
+	if err := fs.ParseNoArgs(nil); err != nil || *ns != "from-env" {
+		t.Fatalf("env twin: namespace %q, err %v", *ns, err)
+	}
+	if err := fs.ParseNoArgs([]string{"-n", "x", "--watch"}); err != nil || *ns != "x" || !*watch {
+		t.Fatalf("-n x --watch: namespace %q watch %v err %v", *ns, *watch, err)
+	}
+	err := fs.Parse([]string{"--help"})
+	if code, stop := fs.Stop(err); !stop || code != ExitOK || !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: err %v code %d stop %v", err, code, stop)
+	}
+	want := "Usage: leasehold leader --lease NAME [flags]\n\nPrints the holder.\n\n" +
+		"Flags (each also read from its environment variable):\n" +
+		"  -n, --namespace name\n    \tnamespace of the lease (env LEASEHOLD_NAMESPACE, default \"default\")\n" +
+		"  --watch\n    \tkeep running (env LEASEHOLD_WATCH)\n"
+	if got := stderr.String(); got != want {
+		t.Errorf("help:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestParseWithArg(t *testing.T) {
+	for _, args := range [][]string{{"f.db", "--x", "1"}, {"--x", "1", "f.db"}} {
+		fs := NewFlagSet("backup FILE", "", &bytes.Buffer{})
+		x := fs.Int("x", 0, "")
+		if file, err := fs.ParseWithArg(args, "FILE"); err != nil || file != "f.db" || *x != 1 {
+			t.Errorf("%q: file %q x %d err %v", args, file, *x, err)
+		}
+	}
+	fs := NewFlagSet("backup FILE", "", &bytes.Buffer{})
+	if _, err := fs.ParseWithArg([]string{"a", "b"}, "FILE"); err == nil || !strings.Contains(err.Error(), "exactly one FILE") {
+		t.Errorf("two files: err %v", err)
+	}
+}
+
+func TestWriteList(t *testing.T) {
+	var b bytes.Buffer
+	WriteList(&b, []Command{
+		{Name: "version", Synopsis: "version", Summary: "print version information"},
+		{Name: "plugin", Synopsis: "plugin vet FILE.wasm\nplugin test FILE.wasm", Summary: "check a module\n(second line)"},
+	})
+	want := "  leasehold version           print version information\n" +
+		"  leasehold plugin vet FILE.wasm\n  leasehold plugin test FILE.wasm\n" +
+		"                              check a module\n                              (second line)\n"
+	if b.String() != want {
+		t.Errorf("list:\n%q\nwant:\n%q", b.String(), want)
+	}
+}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// EnvPrefix is the prefix of every flag's environment twin.
+const EnvPrefix = "LEASEHOLD_"
+
+// EnvName returns the environment twin of a flag: data-dir ->
+// LEASEHOLD_DATA_DIR.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// FlagSet is a flag.FlagSet that parses with environment twins and prints
+// --help in leasehold's one style:
+//
+//	Usage: leasehold leader --lease NAME [flags]
+//
+//	<about>
+//
+//	Flags (each also read from its environment variable):
+//	  -n, --namespace name
+//	    	namespace of the lease (env LEASEHOLD_NAMESPACE, default "default")
+type FlagSet struct {
+	*flag.FlagSet
+	synopsis, about string
+	// shortFor maps a long flag name to its one-letter alias; isAlias
+	// marks the aliases, which have no environment twin of their own.
+	shortFor map[string]string
+	isAlias  map[string]bool
+}
+
+// NewFlagSet returns the flag set of "leasehold <synopsis>"; its name, which
+// prefixes its errors, is "leasehold" and the synopsis's leading lower-case
+// words ("plugin vet" of "plugin vet FILE.wasm"). about, when set, is printed by --help between
+// the synopsis and the flags. Errors and help go to stderr.
+func NewFlagSet(synopsis, about string, stderr io.Writer) *FlagSet {
+	name := "leasehold"
+	for _, word := range strings.Fields(synopsis) {
+		if strings.TrimLeft(word, "abcdefghijklmnopqrstuvwxyz") != "" {
+			break
+		}
+		name += " " + word
+	}
+	fs := &FlagSet{
+		FlagSet:  flag.NewFlagSet(name, flag.ContinueOnError),
+		synopsis: "leasehold " + synopsis,
+		about:    strings.TrimSpace(about),
+		shortFor: map[string]string{},
+		isAlias:  map[string]bool{},
+	}
+	fs.SetOutput(stderr)
+	fs.Usage = fs.printUsage
+	return fs
+}
+
+// Alias makes -short another name for the registered flag --long.
+func (fs *FlagSet) Alias(short, long string) {
+	f := fs.Lookup(long)
+	if f == nil {
+		panic("cli: alias -" + short + " for unregistered flag --" + long)
+	}
+	fs.Var(f.Value, short, "alias of --"+long)
+	fs.shortFor[long], fs.isAlias[short] = short, true
+}
+
+// Parse applies the environment twins as defaults, so that flags on the
+// command line win, then parses args. --help and -h return flag.ErrHelp
+// after printing the usage.
+func (fs *FlagSet) Parse(args []string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if fs.isAlias[f.Name] || envErr != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("invalid value %q for %s: %w", v, EnvName(f.Name), err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	return fs.FlagSet.Parse(args)
+}
+
+// ParseWithArg parses args that hold exactly one positional argument
+// (what names it in errors, e.g. "FILE"), before or after the flags.
+func (fs *FlagSet) ParseWithArg(args []string, what string) (string, error) {
+	var arg string
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		arg, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if arg == "" && fs.NArg() == 1 {
+		arg = fs.Arg(0)
+	} else if fs.NArg() > 0 || arg == "" {
+		return "", errors.New("expected exactly one " + what)
+	}
+	return arg, nil
+}
+
+// ParseNoArgs parses args that hold flags only.
+func (fs *FlagSet) ParseNoArgs(args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return nil
+}
+
+// printUsage is the one --help style of every command.
+func (fs *FlagSet) printUsage() {
+	w := fs.Output()
+	fmt.Fprintf(w, "Usage: %s\n", fs.synopsis)
+	if fs.about != "" {
+		fmt.Fprintf(w, "\n%s\n", fs.about)
+	}
+	header := false
+	fs.VisitAll(func(f *flag.Flag) {
+		if fs.isAlias[f.Name] {
+			return
+		}
+		if !header {
+			fmt.Fprintf(w, "\nFlags (each also read from its environment variable):\n")
+			header = true
+		}
+		names := "--" + f.Name
+		if short, ok := fs.shortFor[f.Name]; ok {
+			names = "-" + short + ", " + names
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			names += " " + arg
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s (env %s", names, usage, EnvName(f.Name))
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" {
+			fmt.Fprintf(w, ", default %q", d)
+		}
+		fmt.Fprintln(w, ")")
+	})
+}
+
+// Stop turns the outcome of parsing into the exit code of a command that
+// stops there: ExitOK after --help, ExitUsage (with the error on stderr,
+// prefixed by the command's name) for bad usage. stop is false when
+// parsing succeeded and the command goes on.
+func (fs *FlagSet) Stop(err error) (code int, stop bool) {
+	switch {
+	case err == nil:
+		return ExitOK, false
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK, true
+	}
+	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+	return ExitUsage, true
+}

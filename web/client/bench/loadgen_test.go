@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/web"
+)
+
+// startServer runs a real server (engine on bbolt, fsync on) in this
+// process and returns its base URL.
+func startServer(t testing.TB) string {
+	t.Helper()
+	st, err := boltdb.Open(context.Background(), filepath.Join(t.TempDir(), "db"), boltdb.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := engine.New(engine.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.NewServer(web.Options{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestSmoke is the CI smoke run: a short load with watchers and candidate
+// churn against a real server. It checks that the workload works (every
+// renewal succeeds, clients owning disjoint leases never conflict, every
+// watcher sees every renewal), not how fast it is.
+func TestSmoke(t *testing.T) {
+	cfg := Defaults()
+	cfg.Server = startServer(t)
+	cfg.Leases, cfg.Clients = 50, 8
+	cfg.Warmup, cfg.Duration = 200*time.Millisecond, 2*time.Second
+	cfg.Watchers, cfg.Candidates, cfg.ListRuns = 3, 2, 2
+	cfg.ServerPID = 0
+	var progress bytes.Buffer
+	res, err := Run(context.Background(), cfg, &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if res.Renewals == 0 || res.Errors != 0 || res.Conflicts != 0 {
+		t.Fatalf("renewals %d, errors %d (%s), conflicts %d", res.Renewals, res.Errors, res.FirstError, res.Conflicts)
+	}
+	if res.Latency.Count != res.Renewals || res.Latency.P50 <= 0 || res.Latency.P99 < res.Latency.P50 {
+		t.Errorf("latency summary %+v does not describe %d renewals", res.Latency, res.Renewals)
+	}
+	if w := res.Watch; w == nil || w.Complete != cfg.Watchers || w.Expected < res.Renewals || w.Lag.Count == 0 {
+		t.Errorf("watch result %+v: every watcher should see all of at least %d renewals", w, res.Renewals)
+	}
+	if c := res.Candidates; c == nil || c.Ops == 0 || c.Errors != 0 {
+		t.Errorf("candidate churn %+v", c)
+	}
+	if l := res.List; l == nil || l.Items != cfg.Leases {
+		t.Errorf("list %+v, want %d items", l, cfg.Leases)
+	}
+	var text strings.Builder
+	res.WriteText(&text)
+	if !strings.Contains(text.String(), "renewals:") {
+		t.Errorf("text report:\n%s", text.String())
+	}
+}
+
+// TestRateCap checks that --rate paces the clients.
+func TestRateCap(t *testing.T) {
+	cfg := Defaults()
+	cfg.Server = startServer(t)
+	cfg.Leases, cfg.Clients, cfg.Rate = 20, 4, 100
+	cfg.Warmup, cfg.Duration = 0, time.Second
+	res, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.Renewals == 0 || res.Renewals > 130 {
+		t.Fatalf("at most about 100 renewals expected in 1s at --rate 100, got %d (errors %d: %s)", res.Renewals, res.Errors, res.FirstError)
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Millisecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Millisecond}, {0.99, 990 * time.Millisecond}} {
+		got := h.quantile(c.q)
+		if d := got - c.want; d < -c.want/50 || d > c.want/50 {
+			t.Errorf("quantile(%v) = %v, want %v within 2%%", c.q, got, c.want)
+		}
+	}
+	for us := uint64(0); us < 1<<30; us = us*3/2 + 1 {
+		if lb := lowerBound(bucketOf(us)); lb > us || bucketOf(lb) != bucketOf(us) {
+			t.Fatalf("bucket of %d has lower bound %d", us, lb)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	cfg, err := ParseFlags([]string{"--clients", "8", "--leases", "100", "--watchers", "2", "--output", "json"}, &stderr)
+	if err != nil || cfg.Clients != 8 || cfg.Leases != 100 || cfg.Watchers != 2 || cfg.Output != "json" {
+		t.Fatalf("ParseFlags: %+v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"--clients", "0"}, {"--clients", "10", "--leases", "5"}, {"--server", "https://x"}, {"--output", "xml"}} {
+		if _, err := ParseFlags(bad, &stderr); err == nil {
+			t.Errorf("ParseFlags(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseMicroUTC(t *testing.T) {
+	for _, s := range []string{"2026-11-21T16:55:54.123456Z", "1999-01-01T00:00:00.000000Z", "2024-02-29T23:59:59.999999Z"} {
+		want, err := time.Parse(microLayout, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := parseMicroUTC([]byte(s))
+		if !ok || got != want.UnixNano() {
+			t.Errorf("parseMicroUTC(%q) = %d, %v; want %d", s, got, ok, want.UnixNano())
+		}
+	}
+	for _, s := range []string{"", "2026-11-21T16:55:54.123456+", "2026-11-21 16:55:54.123456Z", "2026-1a-21T16:55:54.123456Z"} {
+		if _, ok := parseMicroUTC([]byte(s)); ok {
+			t.Errorf("parseMicroUTC(%q) accepted", s)
+		}
+	}
+}
+
+func TestLastRenewTime(t *testing.T) {
+	ev := []byte(`{"type":"MODIFIED","object":{"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{"f:renewTime":{}}}}]},"spec":{"holderIdentity":"h","renewTime":"2026-11-21T16:55:54.123456Z","leaseTransitions":0}}}`)
+	at := lastRenewTime(ev)
+	if at < 0 || string(ev[at:at+27]) != "2026-11-21T16:55:54.123456Z" {
+		t.Fatalf("lastRenewTime = %d", at)
+	}
+	if lastRenewTime([]byte(`{"spec":{}}`)) != -1 {
+		t.Fatal("found a renewTime in a lease without one")
+	}
+}

@@ -1,0 +1,406 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/cli"
+)
+
+// Result is the report of one run; the JSON field names are stable for
+// scripts.
+type Result struct {
+	Config         Config  `json:"config"`
+	Seconds        float64 `json:"seconds"`
+	Renewals       uint64  `json:"renewals"`
+	RenewalsPerSec float64 `json:"renewals_per_sec"`
+	Conflicts      uint64  `json:"conflicts"`
+	Errors         uint64  `json:"errors"`
+	FirstError     string  `json:"first_error,omitempty"`
+	// Latency is the GET+PUT pair; Get and Put its halves.
+	Latency Latency `json:"latency"`
+	Get     Latency `json:"get"`
+	Put     Latency `json:"put"`
+	// Server figures need Config.ServerPID.
+	ServerCPUSeconds       float64 `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerRenewalUS  float64 `json:"server_cpu_per_renewal_us,omitempty"`
+	ServerCores            float64 `json:"server_cores,omitempty"`
+	ServerRSSBytes         int64   `json:"server_rss_bytes,omitempty"`
+	ServerThreads          int     `json:"server_threads,omitempty"`
+	LoadgenCPUPerRenewalUS float64 `json:"loadgen_cpu_per_renewal_us"`
+	// Machine context: the measurements share the machine.
+	NumCPU      int     `json:"num_cpu"`
+	LoadAvg     string  `json:"loadavg_at_end,omitempty"`
+	CPUPressure string  `json:"cpu_pressure_at_end,omitempty"`
+	SetupSec    float64 `json:"setup_seconds"`
+	Created     int     `json:"leases_created"`
+
+	Watch      *WatchResult     `json:"watch,omitempty"`
+	Candidates *CandidateResult `json:"candidates,omitempty"`
+	List       *ListResult      `json:"list,omitempty"`
+}
+
+// WatchResult says whether every watcher saw every renewal, and how late.
+type WatchResult struct {
+	Watchers int `json:"watchers"`
+	// Expected is the number of successful PUTs after the watches began;
+	// MinEvents the fewest events any watcher received of them.
+	Expected  uint64  `json:"expected_events_per_watcher"`
+	MinEvents uint64  `json:"min_events_per_watcher"`
+	Complete  int     `json:"watchers_complete"`
+	Lag       Latency `json:"lag"`
+	Error     string  `json:"first_error,omitempty"`
+}
+
+// CandidateResult counts the LeaseCandidate churn.
+type CandidateResult struct {
+	Candidates int    `json:"candidates"`
+	Ops        uint64 `json:"ops"`
+	Errors     uint64 `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// ListResult times LIST of the whole namespace.
+type ListResult struct {
+	Items   int     `json:"items"`
+	Bytes   int     `json:"bytes"`
+	Latency Latency `json:"latency"`
+}
+
+// Command is "leasehold bench".
+var Command = cli.Command{
+	Name:     "bench",
+	Synopsis: synopsis,
+	Summary:  "measure renewals/s, latency and server CPU against a server\n" + `(see "leasehold bench --help" and docs/bench.sh)`,
+	Run:      benchCommand,
+}
+
+// benchCommand parses flags, runs, prints the report and returns the exit
+// code (1 when the run had errors or conflicts).
+func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := ParseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return cli.ExitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
+		return cli.ExitUsage
+	}
+	res, err := Run(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
+		return 1
+	}
+	if cfg.Output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		res.WriteText(stdout)
+	}
+	if res.Errors > 0 || res.Conflicts > 0 {
+		return 1
+	}
+	return 0
+}
+
+// Run runs one load. progress, when not nil, gets one line per phase.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	res := &Result{Config: cfg, NumCPU: runtime.NumCPU()}
+	hc := newClient(&cfg, cfg.Clients+cfg.Candidates+8)
+	defer hc.CloseIdleConnections()
+
+	if !cfg.NoSetup {
+		t := time.Now()
+		n, err := setup(ctx, &cfg, hc)
+		res.Created, res.SetupSec = n, time.Since(t).Seconds()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "setup: %d leases (%d created) in %.1fs\n", cfg.Leases, n, res.SetupSec)
+	}
+
+	loadStart := time.Now()
+	var watchers []*watcher
+	var watchDone sync.WaitGroup
+	if cfg.Watchers > 0 {
+		rv, err := listRV(&cfg, hc)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < cfg.Watchers; i++ {
+			w, err := startWatch(ctx, &cfg, rv, localAddr(&cfg, i), loadStart)
+			if err != nil {
+				for _, w := range watchers {
+					w.conn.Close()
+				}
+				return nil, fmt.Errorf("watcher %d: %w", i, err)
+			}
+			watchers = append(watchers, w)
+			watchDone.Go(w.run)
+		}
+		fmt.Fprintf(progress, "watch: %d watchers connected in %.1fs\n", cfg.Watchers, time.Since(loadStart).Seconds())
+		loadStart = time.Now()
+		for _, w := range watchers {
+			w.since.Store(loadStart.UnixNano())
+		}
+	}
+
+	var puts atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	win := window{start: loadStart.Add(cfg.Warmup), end: loadStart.Add(cfg.Warmup + cfg.Duration)}
+	renewers := make([]*renewer, cfg.Clients)
+	for i := range renewers {
+		renewers[i] = newRenewer(&cfg, hc, i, &puts)
+		wg.Add(1)
+		go renewers[i].run(stop, win, &wg)
+	}
+	churners := make([]*churner, cfg.Candidates)
+	for i := range churners {
+		churners[i] = &churner{cfg: &cfg, hc: hc, name: fmt.Sprintf("%scandidate-%03d", cfg.Prefix, i)}
+		wg.Add(1)
+		go churners[i].run(stop, &wg)
+	}
+	fmt.Fprintf(progress, "load: %d clients over %d leases, warmup %s, measuring %s\n", cfg.Clients, cfg.Leases, cfg.Warmup, cfg.Duration)
+
+	if !sleepUntil(ctx, win.start) {
+		close(stop)
+		wg.Wait()
+		return nil, ctx.Err()
+	}
+	srvCPU0, cpuErr := procCPU(cfg.ServerPID)
+	selfCPU0, _ := procCPU(0)
+	sleepUntil(ctx, win.end)
+	srvCPU1, cpuErr2 := procCPU(cfg.ServerPID)
+	selfCPU1, _ := procCPU(0)
+	measured := time.Since(win.start)
+	close(stop)
+	wg.Wait()
+	res.Seconds = cfg.Duration.Seconds()
+
+	var all counters
+	for _, r := range renewers {
+		all.renewals += r.c.renewals
+		all.conflicts += r.c.conflicts
+		all.errors += r.c.errors
+		if all.firstErr == "" {
+			all.firstErr = r.c.firstErr
+		}
+		all.pair.merge(&r.c.pair)
+		all.get.merge(&r.c.get)
+		all.put.merge(&r.c.put)
+	}
+	res.Renewals, res.Conflicts, res.Errors, res.FirstError = all.renewals, all.conflicts, all.errors, all.firstErr
+	res.RenewalsPerSec = float64(all.renewals) / res.Seconds
+	res.Latency, res.Get, res.Put = all.pair.summary(), all.get.summary(), all.put.summary()
+	if all.renewals > 0 {
+		res.LoadgenCPUPerRenewalUS = float64((selfCPU1 - selfCPU0).Microseconds()) / float64(all.renewals)
+	}
+	if cfg.ServerPID > 0 {
+		if cpuErr != nil || cpuErr2 != nil {
+			return nil, errors.Join(cpuErr, cpuErr2)
+		}
+		cpu := srvCPU1 - srvCPU0
+		res.ServerCPUSeconds = cpu.Seconds()
+		res.ServerCores = cpu.Seconds() / measured.Seconds()
+		if all.renewals > 0 {
+			res.ServerCPUPerRenewalUS = float64(cpu.Microseconds()) / float64(all.renewals)
+		}
+		res.ServerRSSBytes, _ = procRSS(cfg.ServerPID)
+		res.ServerThreads = procThreads(cfg.ServerPID)
+	}
+	res.LoadAvg = firstLine("/proc/loadavg")
+	res.CPUPressure = firstLine("/proc/pressure/cpu")
+
+	if cfg.Candidates > 0 {
+		cr := &CandidateResult{Candidates: cfg.Candidates}
+		for _, c := range churners {
+			cr.Ops += c.ops
+			cr.Errors += c.errs
+			if cr.FirstError == "" {
+				cr.FirstError = c.err
+			}
+		}
+		res.Candidates = cr
+	}
+	if len(watchers) > 0 {
+		res.Watch = finishWatch(watchers, &watchDone, puts.Load())
+	}
+	if cfg.ListRuns > 0 {
+		lr, err := timeList(&cfg, cfg.ListRuns)
+		if err != nil {
+			return nil, err
+		}
+		res.List = lr
+	}
+	return res, nil
+}
+
+// finishWatch waits (up to 10 s) for every watcher to receive every
+// renewal, then closes them.
+func finishWatch(ws []*watcher, done *sync.WaitGroup, expected uint64) *WatchResult {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		all := true
+		for _, w := range ws {
+			if w.events.Load() < expected && w.failed() == nil {
+				all = false
+				break
+			}
+		}
+		if all {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, w := range ws {
+		w.conn.Close()
+	}
+	done.Wait()
+	wr := &WatchResult{Watchers: len(ws), Expected: expected, MinEvents: ^uint64(0)}
+	var lag hist
+	for _, w := range ws {
+		n := w.events.Load()
+		wr.MinEvents = min(wr.MinEvents, n)
+		if n >= expected {
+			wr.Complete++
+		} else if err := w.failed(); wr.Error == "" && err != nil {
+			wr.Error = err.Error()
+		}
+		lag.merge(&w.lag)
+	}
+	wr.Lag = lag.summary()
+	return wr
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(t)):
+		return true
+	}
+}
+
+func firstLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return line
+}
+
+// listRV returns the namespace's current list resourceVersion.
+func listRV(cfg *Config, hc *fasthttp.HostClient) (string, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	code, err := do(hc, cfg, fasthttp.MethodGet, cfg.leasesPath()+"?limit=1", nil, req, resp)
+	if err != nil {
+		return "", err
+	}
+	if code != fasthttp.StatusOK {
+		return "", statusError("GET", cfg.leasesPath(), code, resp.Body())
+	}
+	var l struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(resp.Body(), &l); err != nil || l.Metadata.ResourceVersion == "" {
+		return "", fmt.Errorf("list %s: no resourceVersion (%v)", cfg.leasesPath(), err)
+	}
+	return l.Metadata.ResourceVersion, nil
+}
+
+// timeList lists the whole namespace n times, sequentially, on a fresh
+// connection.
+func timeList(cfg *Config, n int) (*ListResult, error) {
+	hc := newClient(cfg, 1)
+	defer hc.CloseIdleConnections()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	var h hist
+	lr := &ListResult{}
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		code, err := do(hc, cfg, fasthttp.MethodGet, cfg.leasesPath(), nil, req, resp)
+		if err != nil {
+			return nil, err
+		}
+		if code != fasthttp.StatusOK {
+			return nil, statusError("GET", cfg.leasesPath(), code, resp.Body())
+		}
+		h.record(time.Since(t))
+		lr.Bytes = len(resp.Body())
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(resp.Body(), &l); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	lr.Items = len(l.Items)
+	lr.Latency = h.summary()
+	return lr, nil
+}
+
+// WriteText prints the report for people.
+func (r *Result) WriteText(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "workload: GET+PUT renewals, %d clients over %d leases, %s measured", c.Clients, c.Leases, c.Duration)
+	if c.Rate > 0 {
+		fmt.Fprintf(w, ", rate cap %.0f/s", c.Rate)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "renewals:  %d (%.0f/s), conflicts %d, errors %d\n", r.Renewals, r.RenewalsPerSec, r.Conflicts, r.Errors)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
+	}
+	lat := func(name string, l Latency) {
+		fmt.Fprintf(w, "%-9s  p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", name, l.P50, l.P99, l.P999, l.Max)
+	}
+	lat("pair:", r.Latency)
+	lat("get:", r.Get)
+	lat("put:", r.Put)
+	if c.ServerPID > 0 {
+		fmt.Fprintf(w, "server:    %.1f us CPU per renewal (%.2f cores), RSS %.1f MiB, %d threads\n",
+			r.ServerCPUPerRenewalUS, r.ServerCores, float64(r.ServerRSSBytes)/(1<<20), r.ServerThreads)
+	}
+	fmt.Fprintf(w, "loadgen:   %.1f us CPU per renewal\n", r.LoadgenCPUPerRenewalUS)
+	if wr := r.Watch; wr != nil {
+		fmt.Fprintf(w, "watch:     %d watchers, %d/%d complete (min %d of %d events), lag p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+			wr.Watchers, wr.Complete, wr.Watchers, wr.MinEvents, wr.Expected, wr.Lag.P50, wr.Lag.P99, wr.Lag.Max)
+		if wr.Error != "" {
+			fmt.Fprintf(w, "watch error: %s\n", wr.Error)
+		}
+	}
+	if cr := r.Candidates; cr != nil {
+		fmt.Fprintf(w, "candidates: %d churners, %d ops, %d errors %s\n", cr.Candidates, cr.Ops, cr.Errors, cr.FirstError)
+	}
+	if lr := r.List; lr != nil {
+		fmt.Fprintf(w, "list:      %d items (%d bytes), p50 %.2f ms, p99 %.2f ms\n", lr.Items, lr.Bytes, lr.Latency.P50, lr.Latency.P99)
+	}
+	fmt.Fprintf(w, "machine:   %d CPUs, loadavg %s, cpu pressure %s\n", r.NumCPU, r.LoadAvg, r.CPUPressure)
+}

@@ -1,0 +1,33 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Download GETs path (e.g. /leasehold/v1/backup) and copies the body to w,
+// without a timeout: it is meant for large, streamed answers. A non-2xx
+// answer is returned as a *StatusError.
+func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, c.base.String()+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "application/octet-stream, application/json")
+	resp, err := c.watch.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, decodeStatus(resp.StatusCode, data)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return n, nil
+}
