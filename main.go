@@ -42,6 +42,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
@@ -413,7 +414,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
 		// One limit for one decision: the election's deadline is the host's.
 		DecideTimeout: cfg.PluginTimeout}
-	if fb, ok := plugins.Builtin(election.OldestEmulationVersion); ok {
+	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
 		electionOpts.Fallback = fb
 	}
 	first, err := election.New(electionOpts)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // Defaults. Where upstream has the constant, the value is upstream's
@@ -61,12 +62,12 @@ type Options struct {
 	Engine *engine.Engine
 	// Registry resolves the strategy names candidates declare. Nil means
 	// only the native OldestEmulationVersion.
-	Registry Registry
+	Registry abi.Registry
 	// Fallback decides when the lease's strategy fails (error, timeout,
 	// invalid decision); it never preempts a live holder. Nil means the
 	// native OldestEmulationVersion, which is also the last resort when
 	// Fallback itself fails.
-	Fallback Strategy
+	Fallback abi.Strategy
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. It must be the engine's clock,

@@ -1,5 +1,5 @@
 // Package host runs election strategies compiled to WebAssembly with
-// wazero and implements election.Registry over them: the embedded
+// wazero and implements abi.Registry over them: the embedded
 // built-ins (plugins/builtin) plus a directory of .wasm files that is
 // polled for new, changed and removed modules while the server runs.
 //
@@ -13,5 +13,5 @@
 // fixed subset of WASI. A module is checked (imports, exports and their
 // signatures, ABI version, self-description) and self-tested on golden
 // inputs before it serves; every later failure is wrapped in
-// election.ErrStrategyFailed, counted, and logged once per incident.
+// abi.ErrStrategyFailed, counted, and logged once per incident.
 package host

@@ -20,7 +20,7 @@ func bigInput() *abi.Input {
 }
 
 // serveHostile loads a hostile module from a plugin directory.
-func serveHostile(t *testing.T, opts Options, wasm []byte) (*Host, election.Strategy) {
+func serveHostile(t *testing.T, opts Options, wasm []byte) (*Host, abi.Strategy) {
 	t.Helper()
 	opts.Dir = t.TempDir()
 	if err := os.WriteFile(filepath.Join(opts.Dir, "hostile.wasm"), wasm, 0o644); err != nil {
@@ -38,8 +38,8 @@ func serveHostile(t *testing.T, opts Options, wasm []byte) (*Host, election.Stra
 // assertHealthy checks that the host still decides with the built-in.
 func assertHealthy(t *testing.T, h *Host) {
 	t.Helper()
-	s, _ := h.Lookup(election.OldestEmulationVersion)
-	in := abi.SampleInput(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
+	in := abi.SampleInput(abi.BuiltinStrategy)
 	d, err := s.Decide(context.Background(), in)
 	if err != nil {
 		t.Fatalf("host unhealthy after a hostile module: %v", err)
@@ -74,7 +74,7 @@ func TestHostileAtDecision(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, s := serveHostile(t, Options{}, hostile(t, tt.trigger, "", 1))
 			_, err := s.Decide(context.Background(), bigInput())
-			if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, abi.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrStrategyFailed mentioning %q", err, tt.want)
 			}
 			// Still fine on small inputs: a fresh instance per decision.
@@ -105,7 +105,7 @@ func TestHostileJunkDecisions(t *testing.T) {
 			trigger := `(call $write_output (i32.const 4096) (i32.const ` + itoa(len(doc)) + `)) (return (i32.const 0))`
 			h, s := serveHostile(t, Options{}, hostile(t, trigger, `(data (i32.const 4096) "`+data+`")`, 1))
 			_, err := s.Decide(context.Background(), bigInput())
-			if !errors.Is(err, election.ErrStrategyFailed) {
+			if !errors.Is(err, abi.ErrStrategyFailed) {
 				t.Fatalf("err = %v, want ErrStrategyFailed", err)
 			}
 			assertHealthy(t, h)
@@ -129,7 +129,7 @@ func TestHostileInfiniteLoop(t *testing.T) {
 	start := time.Now()
 	_, err := s.Decide(context.Background(), bigInput())
 	took := time.Since(start)
-	if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
+	if !errors.Is(err, abi.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("err = %v, want a timeout wrapped in ErrStrategyFailed", err)
 	}
 	if took > 2*time.Second {
@@ -147,7 +147,7 @@ func TestHostileInfiniteLoop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := s.Decide(ctx, bigInput()); !errors.Is(err, election.ErrStrategyFailed) {
+	if _, err := s.Decide(ctx, bigInput()); !errors.Is(err, abi.ErrStrategyFailed) {
 		t.Fatalf("err = %v", err)
 	}
 	if time.Since(start) > time.Second {
@@ -230,7 +230,7 @@ func TestRejectedAtLoad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wasm := tt.wasm(t)
 			rep, err := Vet(context.Background(), wasm)
-			if !errors.Is(err, ErrInvalidModule) || !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, ErrInvalidModule) || !errors.Is(err, abi.ErrStrategyFailed) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Vet err = %v, want ErrInvalidModule mentioning %q", err, tt.want)
 			}
 			if rep.Problem == "" || rep.SHA256 == "" {
@@ -262,7 +262,7 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-func status(t *testing.T, h *Host, name string) ModuleStatus {
+func status(t *testing.T, h *Host, name string) abi.ModuleStatus {
 	t.Helper()
 	for _, m := range h.Modules() {
 		if m.Name == name && m.Active {
@@ -270,7 +270,7 @@ func status(t *testing.T, h *Host, name string) ModuleStatus {
 		}
 	}
 	t.Fatalf("no active module %q in %+v", name, h.Modules())
-	return ModuleStatus{}
+	return abi.ModuleStatus{}
 }
 
 // TestGuestLogFlood: a module logging in a loop is rate-limited (the

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -30,7 +29,7 @@ func TestEnginesDecideAlike(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "newest.wasm"), build(t, goExample))
 	writeFile(t, filepath.Join(dir, "sticky.wasm"), build(t, cExample))
-	names := []string{election.OldestEmulationVersion, "example.com/newest-binary-version", "example.com/sticky-holder"}
+	names := []string{abi.BuiltinStrategy, "example.com/newest-binary-version", "example.com/sticky-holder"}
 
 	rankings := map[string][][]string{}
 	for _, e := range engines {
@@ -69,7 +68,7 @@ func TestInterpreterLimits(t *testing.T) {
 		hostile(t, `(loop $spin (br $spin))`, "", 1))
 	start := time.Now()
 	_, err := s.Decide(context.Background(), bigInput())
-	if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
+	if !errors.Is(err, abi.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("err = %v, want a timeout wrapped in ErrStrategyFailed", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -78,7 +77,7 @@ func TestInterpreterLimits(t *testing.T) {
 	assertHealthy(t, h)
 
 	_, trap := serveHostile(t, Options{Interpreter: true}, hostile(t, `(unreachable)`, "", 1))
-	if _, err := trap.Decide(context.Background(), bigInput()); !errors.Is(err, election.ErrStrategyFailed) {
+	if _, err := trap.Decide(context.Background(), bigInput()); !errors.Is(err, abi.ErrStrategyFailed) {
 		t.Fatalf("trap: err = %v", err)
 	}
 }
@@ -90,8 +89,8 @@ func BenchmarkDecideEngines(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name+"="+EngineName(e.interpreter), func(b *testing.B) {
 			h := quietHost(b, Options{Interpreter: e.interpreter})
-			s, _ := h.Lookup(election.OldestEmulationVersion)
-			in := abi.GenerateInput(1, 20, election.OldestEmulationVersion)
+			s, _ := h.Lookup(abi.BuiltinStrategy)
+			in := abi.GenerateInput(1, 20, abi.BuiltinStrategy)
 			ctx := context.Background()
 			b.ResetTimer()
 			for b.Loop() {

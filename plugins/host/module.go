@@ -12,12 +12,11 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/tetratelabs/wazero"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // module is one loaded, validated strategy module: immutable apart from
-// its counters. Lookup hands it out as an election.Strategy; a reload
+// its counters. Lookup hands it out as an abi.Strategy; a reload
 // swaps in a new *module and the old one is closed once its last call
 // returns (refs).
 type module struct {
@@ -38,12 +37,12 @@ type module struct {
 	refs atomic.Int64
 }
 
-var _ election.Strategy = (*module)(nil)
+var _ abi.Strategy = (*module)(nil)
 
 func (m *module) Name() string { return m.info.Name }
 
-func (m *module) Module() election.ModuleInfo {
-	return election.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin}
+func (m *module) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin}
 }
 
 func (m *module) acquire() bool {
@@ -69,7 +68,7 @@ func (m *module) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, erro
 	if !m.acquire() {
 		// Unloaded between Lookup and Decide: not the module's fault, but
 		// the controller must fall back all the same.
-		return nil, fmt.Errorf("%w: %s: module %s was unloaded", election.ErrStrategyFailed, m.info.Name, m.short())
+		return nil, fmt.Errorf("%w: %s: module %s was unloaded", abi.ErrStrategyFailed, m.info.Name, m.short())
 	}
 	defer m.release()
 	d, tm, err := m.decide(ctx, in)
@@ -78,7 +77,7 @@ func (m *module) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, erro
 		if m.stats.beginIncident() {
 			m.log.Warn("strategy failed; further failures are counted, not logged, until it succeeds again", "err", err)
 		}
-		return nil, fmt.Errorf("%w: %s (%s): %w", election.ErrStrategyFailed, m.info.Name, m.short(), err)
+		return nil, fmt.Errorf("%w: %s (%s): %w", abi.ErrStrategyFailed, m.info.Name, m.short(), err)
 	}
 	if n := m.stats.endIncident(); n > 0 {
 		m.log.Info("strategy recovered", "failed_calls", n)

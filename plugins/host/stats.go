@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 const latencyWindow = 512 // recent decisions kept for p50/p99
@@ -65,7 +67,7 @@ func (s *stats) endIncident() uint64 {
 	return n
 }
 
-func (s *stats) fill(st *ModuleStatus) {
+func (s *stats) fill(st *abi.ModuleStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Calls, st.Errors, st.LatencySum = s.calls, s.errors, s.sum

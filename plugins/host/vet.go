@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -30,7 +29,7 @@ type VetReport struct {
 // Vet checks wasm against the ABI exactly as the server would before
 // serving it: imports and exports, ABI version, info, and the self-test on
 // the golden samples. The error, if any, wraps ErrInvalidModule (and so
-// election.ErrStrategyFailed); the report is filled as far as vetting got.
+// abi.ErrStrategyFailed); the report is filled as far as vetting got.
 func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 	sum := sha256.Sum256(wasm)
 	rep := VetReport{SHA256: hex.EncodeToString(sum[:]), Size: len(wasm)}
@@ -83,7 +82,7 @@ func testRun(ctx context.Context, wasm []byte, in *abi.Input, logger *slog.Logge
 	}
 	d, tm, err := m.decide(ctx, in)
 	if err != nil {
-		return nil, tm, fmt.Errorf("%w: %s: %w", election.ErrStrategyFailed, m.info.Name, err)
+		return nil, tm, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, m.info.Name, err)
 	}
 	return d, tm, nil
 }
