@@ -251,7 +251,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&cfg.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
 	fs.Int64Var(&cfg.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
-	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultCallTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
+	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ProfilingListen, "profiling-listen", "", "`address` to serve unauthenticated Go profiling endpoints (/debug/pprof/) on, e.g. 127.0.0.1:6060 (default off)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
@@ -396,10 +396,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// replica sharing the store leads.
 	var ctrl atomic.Pointer[election.Controller]
 	plugins, err := host.New(ctx, host.Options{
-		DataDir:     cfg.DataDir,
-		Dir:         cfg.PluginsDir,
-		CallTimeout: cfg.PluginTimeout,
-		Logger:      logger,
+		DataDir: cfg.DataDir,
+		Dir:     cfg.PluginsDir,
+		Logger:  logger,
 		OnChange: func() {
 			if c := ctrl.Load(); c != nil {
 				c.Resync()
@@ -412,7 +411,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	defer plugins.Close(context.WithoutCancel(ctx))
 
 	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
-		// One limit for one decision: the election's deadline is the host's.
+		// The one limit of a decision: the host cuts its guest off at this
+		// deadline of the call's context.
 		DecideTimeout: cfg.PluginTimeout}
 	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
 		electionOpts.Fallback = fb

@@ -115,10 +115,15 @@ func sameStrategy(a, b abi.Strategy) bool {
 	return a.Name() == b.Name() && a.Module() == b.Module()
 }
 
-// call runs one Decide with a deadline, turning panics, errors and invalid
-// answers into errors wrapping ErrStrategyFailed.
+// call runs one Decide under the decision deadline (DecideTimeout, the
+// only limit on a live decision: the WASM host cuts its guest off at this
+// context's deadline and reports the cause given here), turning panics,
+// errors and invalid answers into errors wrapping ErrStrategyFailed. This
+// is the one place a strategy's answer is validated and its failure
+// wrapped, whatever implements the strategy.
 func (c *Controller) call(ctx context.Context, s abi.Strategy, in *abi.Input) (d *abi.Decision, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.DecideTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.DecideTimeout,
+		fmt.Errorf("no decision within %v (the election's DecideTimeout)", c.opts.DecideTimeout))
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
@@ -128,14 +133,11 @@ func (c *Controller) call(ctx context.Context, s abi.Strategy, in *abi.Input) (d
 	d, err = s.Decide(ctx, in)
 	switch {
 	case err != nil:
-		if !errors.Is(err, abi.ErrStrategyFailed) {
-			err = fmt.Errorf("%w: %w", abi.ErrStrategyFailed, err)
-		}
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), err)
 	case d == nil:
 		return nil, fmt.Errorf("%w: %s returned no decision", abi.ErrStrategyFailed, s.Name())
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), ctx.Err())
+		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), context.Cause(ctx))
 	}
 	if verr := d.Validate(in); verr != nil {
 		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), verr)

@@ -83,7 +83,7 @@ func (nativeOldest) Module() abi.ModuleInfo {
 
 func (nativeOldest) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", abi.ErrStrategyFailed, err)
+		return nil, err
 	}
 	return Oldest(in), nil
 }

@@ -174,8 +174,8 @@ func TestNativeOldestStrategy(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NativeOldest.Decide(ctx, in); !errors.Is(err, abi.ErrStrategyFailed) {
-		t.Fatalf("cancelled Decide: err = %v, want ErrStrategyFailed", err)
+	if _, err := NativeOldest.Decide(ctx, in); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Decide: err = %v, want context.Canceled", err)
 	}
 	if m := NativeOldest.Module(); !m.Builtin || m.Name != abi.BuiltinStrategy {
 		t.Fatalf("Module() = %+v", m)

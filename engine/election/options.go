@@ -40,7 +40,8 @@ const (
 	// first). Upstream never re-pings it; re-pinging dead candidates every
 	// round is the churn of its edge case 6.2.3.
 	DefaultUnresponsiveRetry = time.Minute
-	// DefaultDecideTimeout bounds one Strategy.Decide call.
+	// DefaultDecideTimeout bounds one Strategy.Decide call: the deadline
+	// of its context, which the WASM host enforces inside the guest.
 	DefaultDecideTimeout = time.Second
 	// DefaultResyncPeriod re-evaluates every lease even without events, as
 	// a safety net under the precise timers.

@@ -80,7 +80,12 @@ func testRun(ctx context.Context, wasm []byte, in *abi.Input, logger *slog.Logge
 	if in == nil {
 		in = abi.SampleInput(m.info.Name)
 	}
+	// Offline, this is the caller the election controller is online:
+	// the answer is validated and a failure wrapped the same way.
 	d, tm, err := m.decide(ctx, in)
+	if err == nil {
+		err = d.Validate(in)
+	}
 	if err != nil {
 		return nil, tm, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, m.info.Name, err)
 	}
