@@ -461,15 +461,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 				return ui.StorageStats(st), err
 			},
 			StoragePath: dbPath,
-			Modules: func() []ui.Module {
-				mods := plugins.Modules()
-				out := make([]ui.Module, len(mods))
-				for i, m := range mods {
-					out[i] = ui.Module(m)
-				}
-				return out
-			},
-			Decisions: eng.Decisions,
+			Modules:     plugins.Modules,
+			Decisions:   eng.Decisions,
 		},
 	}
 	if r, ok := store.(interface{ ReleaseMemory() }); ok {
@@ -689,11 +682,11 @@ func (o *serveOps) configure(opts *web.Options, c *security.Config, sec *securit
 	opts.Limits = c.Limits()
 	opts.ShutdownDelay = c.ShutdownDelay
 	opts.Metrics = o.metrics
-	opts.Election = func() (metrics.Election, bool) {
+	opts.Election = func() (election.Stats, bool) {
 		if c := ctrl.Load(); c != nil {
-			return metrics.Election(c.Stats()), true
+			return c.Stats(), true
 		}
-		return metrics.Election{}, false
+		return election.Stats{}, false
 	}
 	if b, ok := store.(*boltdb.Store); ok {
 		opts.Backup = func(ctx context.Context, w io.Writer) (int64, error) { return b.Backup(ctx, w) }

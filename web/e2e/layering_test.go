@@ -26,6 +26,9 @@ var forbiddenDeps = map[string][]string{
 	module + "/web": {
 		module + "/storage/", "go.etcd.io/bbolt", "github.com/tetratelabs/wazero",
 	},
+	// plugins (host, SDK, built-ins, examples) meet the election only
+	// through the contract in plugins/abi.
+	module + "/plugins": {module + "/engine", module + "/storage", module + "/web"},
 	// The ABI is the one contract shared by host, guests and engine: stdlib only.
 	module + "/plugins/abi": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage"},
 	module + "/plugins/sdk": {"github.com/", "go.etcd.io/", "k8s.io/", "sigs.k8s.io/", module + "/engine", module + "/web", module + "/storage", module + "/plugins/host"},
