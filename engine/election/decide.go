@@ -11,7 +11,7 @@ import (
 )
 
 // resolveStrategy applies upstream's pickBestStrategy rule without its
-// order dependence (edge case 6.2.4): the strategy of the candidates with
+// dependence on list order: the strategy of the candidates with
 // the highest binaryVersion (unparsable counts as 0.0.0) wins; different
 // strategies at that version are a conflict, reported with a stable text.
 func resolveStrategy(cands []*candEntry) (name string, conflict string) {

@@ -25,8 +25,7 @@
 // are validated and watched like any client's.
 //
 // Deliberate differences from upstream (kubernetes
-// pkg/controlplane/controller/leaderelection, see
-// shared/research/coordinated-election.md §6):
+// pkg/controlplane/controller/leaderelection):
 //
 //   - Expiry and liveness use the server's observation times (when the
 //     controller saw a renewal), never foreign renewTime values against
@@ -47,7 +46,7 @@
 //     recorded once per incident and the lease is left alone.
 //   - A candidate that ignored a ping is not pinged again for
 //     UnresponsiveRetry unless it renews by itself (upstream re-pings
-//     dead-but-valid candidates every round, edge case 6.2.3).
+//     dead-but-valid candidates every round).
 //   - A live lease without spec.strategy is held by a plain elector, which
 //     ignores preferredHolder: it is left to expire instead of starting
 //     upstream's write ping-pong.

@@ -37,8 +37,8 @@ const (
 	DefaultGCPeriod = 30 * time.Minute
 	// DefaultUnresponsiveRetry is how long a candidate that ignored a ping
 	// is left alone before it is pinged again (unless it renews by itself
-	// first). Upstream never re-pings it; re-pinging dead candidates every
-	// round is the churn of its edge case 6.2.3.
+	// first). Upstream never stops pinging it: it re-pings dead
+	// candidates every round, which only churns writes.
 	DefaultUnresponsiveRetry = time.Minute
 	// DefaultDecideTimeout bounds one Strategy.Decide call: the deadline
 	// of its context, which the WASM host enforces inside the guest.

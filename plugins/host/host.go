@@ -107,7 +107,7 @@ func (h *Host) Ready() error {
 }
 
 // Close stops serving and releases the runtime; decisions still running
-// fail with ErrStrategyFailed.
+// fail (and their caller falls back).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

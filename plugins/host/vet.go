@@ -57,7 +57,8 @@ func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 }
 
 // TestRun loads wasm (checks and ABI version, not the self-test) and runs
-// one decision on in, or on abi.SampleInput when in is nil. Guest logs go
+// one decision on in, or on abi.SampleInput when in is nil, under the
+// server's default decision deadline. Guest logs go
 // to logger (nil: discarded), so an author sees what the module printed.
 func TestRun(ctx context.Context, wasm []byte, in *abi.Input) (*abi.Decision, Timing, error) {
 	return testRun(ctx, wasm, in, nil)
@@ -80,8 +81,13 @@ func testRun(ctx context.Context, wasm []byte, in *abi.Input, logger *slog.Logge
 	if in == nil {
 		in = abi.SampleInput(m.info.Name)
 	}
-	// Offline, this is the caller the election controller is online:
-	// the answer is validated and a failure wrapped the same way.
+	// Offline, this is the caller the election controller is online: the
+	// decision gets the server's default deadline, and the answer is
+	// validated and a failure wrapped the same way.
+	limit := DefaultDecisionTimeout(false)
+	ctx, cancel := context.WithTimeoutCause(ctx, limit,
+		fmt.Errorf("no decision within %v (the server's default --plugin-timeout)", limit))
+	defer cancel()
 	d, tm, err := m.decide(ctx, in)
 	if err == nil {
 		err = d.Validate(in)
