@@ -42,9 +42,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/boltdb/dbcmd"
+	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/client/bench"
 	"github.com/leasehold/leasehold/web/client/lease"
 	"github.com/leasehold/leasehold/web/client/run"

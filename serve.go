@@ -20,13 +20,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/version"
 
-	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/sdnotify"
@@ -81,7 +82,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "leasehold-data", "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
-	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultCallTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
+	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
@@ -164,10 +165,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// replica sharing the store leads.
 	var ctrl atomic.Pointer[election.Controller]
 	plugins, err := host.New(ctx, host.Options{
-		DataDir:     cfg.DataDir,
-		Dir:         cfg.PluginsDir,
-		CallTimeout: cfg.PluginTimeout,
-		Logger:      logger,
+		DataDir: cfg.DataDir,
+		Dir:     cfg.PluginsDir,
+		Logger:  logger,
 		OnChange: func() {
 			if c := ctrl.Load(); c != nil {
 				c.Resync()
@@ -180,9 +180,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	defer plugins.Close(context.WithoutCancel(ctx))
 
 	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
-		// One limit for one decision: the election's deadline is the host's.
+		// The one limit of a decision: the host cuts its guest off at this
+		// deadline of the call's context.
 		DecideTimeout: cfg.PluginTimeout}
-	if fb, ok := plugins.Builtin(election.OldestEmulationVersion); ok {
+	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
 		electionOpts.Fallback = fb
 	}
 	first, err := election.New(electionOpts)
@@ -229,15 +230,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 				return ui.StorageStats(st), err
 			},
 			StoragePath: dbPath,
-			Modules: func() []ui.Module {
-				mods := plugins.Modules()
-				out := make([]ui.Module, len(mods))
-				for i, m := range mods {
-					out[i] = ui.Module(m)
-				}
-				return out
-			},
-			Decisions: eng.Decisions,
+			Modules:     plugins.Modules,
+			Decisions:   eng.Decisions,
 		},
 	}
 	if r, ok := store.(storage.MemoryReleaser); ok {
@@ -394,11 +388,11 @@ func (o *serveOps) configure(opts *web.Options, cfg serveConfig, sec *security.S
 	opts.Limits = cfg.Limits
 	opts.ShutdownDelay = cfg.ShutdownDelay
 	opts.Metrics = o.metrics
-	opts.Election = func() (metrics.Election, bool) {
+	opts.Election = func() (election.Stats, bool) {
 		if c := ctrl.Load(); c != nil {
-			return metrics.Election(c.Stats()), true
+			return c.Stats(), true
 		}
-		return metrics.Election{}, false
+		return election.Stats{}, false
 	}
 	if b, ok := store.(storage.Backuper); ok {
 		opts.Backup = b.Backup

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/metrics"
@@ -57,7 +58,7 @@ type Options struct {
 	// The server adds lease, storage and plugin sources from Engine and UI.
 	Metrics *metrics.Registry
 	// Election feeds the election counters of /metrics; nil leaves them out.
-	Election func() (metrics.Election, bool)
+	Election func() (election.Stats, bool)
 	// Backup, when set, serves GET /leasehold/v1/backup: a consistent
 	// copy of the database (storage/boltdb's Store.Backup fits).
 	Backup func(ctx context.Context, w io.Writer) (int64, error)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // moduleBackoff remembers strategy modules that failed recently. A module
@@ -40,7 +42,7 @@ func newModuleBackoff(base, limit time.Duration) *moduleBackoff {
 
 // entry returns the live entry for s, dropping one left by another module.
 // b.mu is held.
-func (b *moduleBackoff) entry(s Strategy) *backoffEntry {
+func (b *moduleBackoff) entry(s abi.Strategy) *backoffEntry {
 	e := b.m[s.Name()]
 	if e != nil && e.module != moduleString(s.Module()) {
 		delete(b.m, s.Name())
@@ -51,7 +53,7 @@ func (b *moduleBackoff) entry(s Strategy) *backoffEntry {
 
 // blocked returns a non-nil error (wrapping the module's last failure, so
 // ErrStrategyFailed too) while s must not be called.
-func (b *moduleBackoff) blocked(s Strategy, now time.Time) error {
+func (b *moduleBackoff) blocked(s abi.Strategy, now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(s)
@@ -62,13 +64,13 @@ func (b *moduleBackoff) blocked(s Strategy, now time.Time) error {
 }
 
 // active reports whether s is within a backoff window.
-func (b *moduleBackoff) active(s Strategy, now time.Time) bool {
+func (b *moduleBackoff) active(s abi.Strategy, now time.Time) bool {
 	return b.blocked(s, now) != nil
 }
 
 // failed opens (or, after a window ended, doubles) the window of s and
 // returns its length.
-func (b *moduleBackoff) failed(s Strategy, err error, now time.Time) time.Duration {
+func (b *moduleBackoff) failed(s abi.Strategy, err error, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(s)
@@ -84,7 +86,7 @@ func (b *moduleBackoff) failed(s Strategy, err error, now time.Time) time.Durati
 }
 
 // succeeded forgets the failures of s.
-func (b *moduleBackoff) succeeded(s Strategy) {
+func (b *moduleBackoff) succeeded(s abi.Strategy) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.entry(s) != nil {

@@ -111,8 +111,8 @@ func TestCandidateForPlainLease(t *testing.T) {
 		env.join("a", "kcm", "1.30.0", "1.30.0")
 		env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
 		got := env.lease("kcm")
-		if derefI32(got.Spec.LeaseTransitions) != 3 || got.Spec.Strategy == nil || *got.Spec.Strategy != OldestEmulationVersion ||
-			got.Annotations[AnnotationStrategy] != OldestEmulationVersion {
+		if derefI32(got.Spec.LeaseTransitions) != 3 || got.Spec.Strategy == nil || *got.Spec.Strategy != abi.BuiltinStrategy ||
+			got.Annotations[AnnotationStrategy] != abi.BuiltinStrategy {
 			t.Errorf("granted lease = %+v %v", got.Spec, got.Annotations)
 		}
 		assertKnewLease(t, env, abi.ReasonHolderReleased)
@@ -188,7 +188,7 @@ func assertKnewLease(t *testing.T, env *testEnv, trigger abi.Reason) {
 func TestLeaseDroppedWhenNoLongerCoordinated(t *testing.T) {
 	t.Run("strategy removed", func(t *testing.T) {
 		env := newEnv(t, fastOptions())
-		st := coordinationv1.CoordinatedLeaseStrategy(OldestEmulationVersion)
+		st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
 		env.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l"}, Spec: coordinationv1.LeaseSpec{Strategy: &st}})
 		env.run()
 		env.eventually(2*time.Second, "coordinated lease cached", func() bool { return env.cachedLease("l") != nil })
@@ -246,7 +246,7 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(w.Stop)
-		env.c.observeCandidate(candidateObj("a", "1.30.0", OldestEmulationVersion), true)
+		env.c.observeCandidate(candidateObj("a", "1.30.0", abi.BuiltinStrategy), true)
 		if !env.c.startFetch(k) {
 			t.Fatal("no read for a lease whose first candidate appeared")
 		}
@@ -305,7 +305,7 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 		// The candidate leaves and comes back while the read is in flight:
 		// the renewal in between was not cached, yet it outdates the read.
 		env, rv0, events := setup(t)
-		cand := candidateObj("a", "1.30.0", OldestEmulationVersion)
+		cand := candidateObj("a", "1.30.0", abi.BuiltinStrategy)
 		env.c.forgetCandidate(cand)
 		renewed := env.updateLease("l", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()} })
 		env.c.observeLease(next(t, events, watch.Modified).(*coordinationv1.Lease))

@@ -24,7 +24,7 @@ type leaseEntry struct {
 	// renewSeen is when the controller saw the holder, renewTime or
 	// leaseDurationSeconds change (or first saw the lease): expiry is
 	// renewSeen+duration on the server's clock, never the holder's
-	// renewTime against our clock (upstream edge case 6.2.5).
+	// renewTime against our clock (upstream compares clocks).
 	renewSeen time.Time
 }
 

@@ -29,10 +29,10 @@ func TestGrantOldestAckedCandidate(t *testing.T) {
 	l := env.lease("kcm")
 	s := l.Spec
 	if derefI32(s.LeaseDurationSeconds) != 1 || s.RenewTime == nil || s.AcquireTime == nil ||
-		derefI32(s.LeaseTransitions) != 0 || s.Strategy == nil || *s.Strategy != OldestEmulationVersion || s.PreferredHolder != nil {
+		derefI32(s.LeaseTransitions) != 0 || s.Strategy == nil || *s.Strategy != abi.BuiltinStrategy || s.PreferredHolder != nil {
 		t.Fatalf("granted lease spec = %+v", s)
 	}
-	if got := l.Annotations[AnnotationStrategy]; got != OldestEmulationVersion {
+	if got := l.Annotations[AnnotationStrategy]; got != abi.BuiltinStrategy {
 		t.Errorf("%s = %q", AnnotationStrategy, got)
 	}
 	if got := l.Annotations[AnnotationModule]; !strings.HasPrefix(got, "OldestEmulationVersion@native") {
@@ -54,7 +54,7 @@ func TestGrantOldestAckedCandidate(t *testing.T) {
 	recs := env.settledDecisions("kcm")
 	last := recs[len(recs)-1]
 	if last.Action != "grant" || last.Chosen != "oldest" || last.Outcome != "ok" || len(last.Candidates) != 3 ||
-		last.Trigger != string(abi.ReasonLeaseMissing) || last.Module.Name != OldestEmulationVersion ||
+		last.Trigger != string(abi.ReasonLeaseMissing) || last.Module.Name != abi.BuiltinStrategy ||
 		strings.Join(last.Ranking, ",") != "oldest,old-emulation,new" {
 		t.Fatalf("last decision = %+v", last)
 	}
@@ -193,7 +193,7 @@ func TestStalePreferredHolderCleared(t *testing.T) {
 
 func TestNilHolderIsGranted(t *testing.T) {
 	env := newEnv(t, fastOptions())
-	st := coordinationv1.CoordinatedLeaseStrategy(OldestEmulationVersion)
+	st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
 	pre := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm"}, Spec: coordinationv1.LeaseSpec{Strategy: &st}}
 	if _, err := env.e.Create(context.Background(), env.leases, pre, &metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestStrategyConflict(t *testing.T) {
 	opts := fastOptions()
 	opts.Registry = NewStaticRegistry(NativeOldest, renamed("example.com/x", NativeOldest))
 	env := newEnv(t, opts)
-	a := env.joinWith("a", "kcm", "1.30.0", "1.31.0", OldestEmulationVersion)
+	a := env.joinWith("a", "kcm", "1.30.0", "1.31.0", abi.BuiltinStrategy)
 	env.joinWith("b", "kcm", "1.30.0", "1.31.0", "example.com/x")
 	env.run()
 	time.Sleep(500 * time.Millisecond)
@@ -231,7 +231,7 @@ func TestStrategyConflict(t *testing.T) {
 		t.Errorf("reason = %q", recs[0].Reason)
 	}
 	// A newer binary decides the strategy: the conflict is over.
-	env.joinWith("c", "kcm", "1.31.0", "1.32.0", OldestEmulationVersion)
+	env.joinWith("c", "kcm", "1.31.0", "1.32.0", abi.BuiltinStrategy)
 	env.eventually(3*time.Second, "granted after the conflict", func() bool { return env.holder("kcm") == "a" })
 }
 
@@ -272,7 +272,7 @@ func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
 			env.run()
 			env.eventually(3*time.Second, "b leads by fallback", b.leading.Load)
 			l := env.lease("kcm")
-			if l.Annotations[AnnotationFallbackFrom] != "example.com/broken" || l.Annotations[AnnotationStrategy] != OldestEmulationVersion ||
+			if l.Annotations[AnnotationFallbackFrom] != "example.com/broken" || l.Annotations[AnnotationStrategy] != abi.BuiltinStrategy ||
 				string(*l.Spec.Strategy) != "example.com/broken" {
 				t.Fatalf("lease = %+v %v", l.Spec, l.Annotations)
 			}
@@ -428,13 +428,13 @@ func TestResolveStrategyOrderIndependent(t *testing.T) {
 		e.obj = candidateObj(name, bin, strategy)
 		return e
 	}
-	a := mk("a", "1.30.0", OldestEmulationVersion)
+	a := mk("a", "1.30.0", abi.BuiltinStrategy)
 	b := mk("b", "1.30.0", "foo.com/bar")
-	c := mk("c", "1.31.0", OldestEmulationVersion)
+	c := mk("c", "1.31.0", abi.BuiltinStrategy)
 	d := mk("d", "garbage", "foo.com/baz")
 	perms := [][]*candEntry{{a, b, c, d}, {c, a, b, d}, {b, d, c, a}, {d, c, b, a}}
 	for _, p := range perms {
-		if name, conflict := resolveStrategy(p); name != OldestEmulationVersion || conflict != "" {
+		if name, conflict := resolveStrategy(p); name != abi.BuiltinStrategy || conflict != "" {
 			t.Errorf("order %s: got %q %q", names(p), name, conflict)
 		}
 	}
@@ -453,19 +453,21 @@ func TestResolveStrategyOrderIndependent(t *testing.T) {
 // renamed serves s under another name.
 type renamedStrategy struct {
 	name string
-	Strategy
+	abi.Strategy
 }
 
-func renamed(name string, s Strategy) Strategy { return renamedStrategy{name, s} }
-func (r renamedStrategy) Name() string         { return r.name }
-func (r renamedStrategy) Module() ModuleInfo   { return ModuleInfo{Name: r.name, Version: "test"} }
+func renamed(name string, s abi.Strategy) abi.Strategy { return renamedStrategy{name, s} }
+func (r renamedStrategy) Name() string                 { return r.name }
+func (r renamedStrategy) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: r.name, Version: "test"}
+}
 
 // newest ranks the highest binary version first.
 type newest struct{}
 
 func (newest) Name() string { return "example.com/newest" }
-func (newest) Module() ModuleInfo {
-	return ModuleInfo{Name: "example.com/newest", Version: "1.0.0", SHA256: "abc"}
+func (newest) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: "example.com/newest", Version: "1.0.0", SHA256: "abc"}
 }
 func (newest) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error) {
 	d := Oldest(in)
@@ -482,8 +484,10 @@ func (newest) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error) {
 // broken fails in the given way.
 type broken struct{ mode string }
 
-func (broken) Name() string       { return "example.com/broken" }
-func (broken) Module() ModuleInfo { return ModuleInfo{Name: "example.com/broken", Version: "0.0.1"} }
+func (broken) Name() string { return "example.com/broken" }
+func (broken) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: "example.com/broken", Version: "0.0.1"}
+}
 func (b broken) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error) {
 	switch b.mode {
 	case "error":

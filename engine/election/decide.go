@@ -11,7 +11,7 @@ import (
 )
 
 // resolveStrategy applies upstream's pickBestStrategy rule without its
-// order dependence (edge case 6.2.4): the strategy of the candidates with
+// dependence on list order: the strategy of the candidates with
 // the highest binaryVersion (unparsable counts as 0.0.0) wins; different
 // strategies at that version are a conflict, reported with a stable text.
 func resolveStrategy(cands []*candEntry) (name string, conflict string) {
@@ -49,7 +49,7 @@ func resolveStrategy(cands []*candEntry) (name string, conflict string) {
 // decision is a validated strategy answer and who gave it.
 type decision struct {
 	d        *abi.Decision
-	module   ModuleInfo
+	module   abi.ModuleInfo
 	strategy string // name of the strategy that decided
 	fallback bool
 	// failure is the primary strategy's error when fallback is set.
@@ -61,13 +61,13 @@ type decision struct {
 // (known action, only candidate names, each once), so a module can never
 // make the controller grant to a name that is not a live candidate. A
 // module within its failure backoff is not called: it counts as failed.
-func (c *Controller) decide(ctx context.Context, s Strategy, in *abi.Input) decision {
+func (c *Controller) decide(ctx context.Context, s abi.Strategy, in *abi.Input) decision {
 	d, err := c.guardedCall(ctx, s, in)
 	if err == nil {
 		return decision{d: d, module: s.Module(), strategy: s.Name()}
 	}
 	c.stats.fallbacks.Add(1)
-	for _, fb := range []Strategy{c.opts.Fallback, NativeOldest} {
+	for _, fb := range []abi.Strategy{c.opts.Fallback, NativeOldest} {
 		if sameStrategy(fb, s) {
 			continue
 		}
@@ -86,7 +86,7 @@ func (c *Controller) decide(ctx context.Context, s Strategy, in *abi.Input) deci
 
 // guardedCall is call behind the module's failure backoff. The native
 // strategy is exempt: it is plain Go that cannot loop, and the last resort.
-func (c *Controller) guardedCall(ctx context.Context, s Strategy, in *abi.Input) (*abi.Decision, error) {
+func (c *Controller) guardedCall(ctx context.Context, s abi.Strategy, in *abi.Input) (*abi.Decision, error) {
 	native := sameStrategy(s, NativeOldest)
 	if !native {
 		if err := c.backoff.blocked(s, c.now()); err != nil {
@@ -111,41 +111,43 @@ func (c *Controller) guardedCall(ctx context.Context, s Strategy, in *abi.Input)
 
 // sameStrategy compares by identity for audit, not with ==, which would
 // panic on an implementation whose dynamic type is not comparable.
-func sameStrategy(a, b Strategy) bool {
+func sameStrategy(a, b abi.Strategy) bool {
 	return a.Name() == b.Name() && a.Module() == b.Module()
 }
 
-// call runs one Decide with a deadline, turning panics, errors and invalid
-// answers into errors wrapping ErrStrategyFailed.
-func (c *Controller) call(ctx context.Context, s Strategy, in *abi.Input) (d *abi.Decision, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.DecideTimeout)
+// call runs one Decide under the decision deadline (DecideTimeout, the
+// only limit on a live decision: the WASM host cuts its guest off at this
+// context's deadline and reports the cause given here), turning panics,
+// errors and invalid answers into errors wrapping ErrStrategyFailed. This
+// is the one place a strategy's answer is validated and its failure
+// wrapped, whatever implements the strategy.
+func (c *Controller) call(ctx context.Context, s abi.Strategy, in *abi.Input) (d *abi.Decision, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.DecideTimeout,
+		fmt.Errorf("no decision within %v (the election's DecideTimeout)", c.opts.DecideTimeout))
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			d, err = nil, fmt.Errorf("%w: %s panicked: %v", ErrStrategyFailed, s.Name(), r)
+			d, err = nil, fmt.Errorf("%w: %s panicked: %v", abi.ErrStrategyFailed, s.Name(), r)
 		}
 	}()
 	d, err = s.Decide(ctx, in)
 	switch {
 	case err != nil:
-		if !errors.Is(err, ErrStrategyFailed) {
-			err = fmt.Errorf("%w: %w", ErrStrategyFailed, err)
-		}
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), err)
 	case d == nil:
-		return nil, fmt.Errorf("%w: %s returned no decision", ErrStrategyFailed, s.Name())
+		return nil, fmt.Errorf("%w: %s returned no decision", abi.ErrStrategyFailed, s.Name())
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: %s: %w", ErrStrategyFailed, s.Name(), ctx.Err())
+		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), context.Cause(ctx))
 	}
 	if verr := d.Validate(in); verr != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrStrategyFailed, s.Name(), verr)
+		return nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), verr)
 	}
 	return d, nil
 }
 
 // moduleString renders a module for the audit annotation:
 // "name@version sha256:hex".
-func moduleString(m ModuleInfo) string {
+func moduleString(m abi.ModuleInfo) string {
 	s := m.Name
 	if m.Version != "" {
 		s += "@" + m.Version

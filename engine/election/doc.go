@@ -2,10 +2,12 @@
 // a controller that watches LeaseCandidates and Leases, pings candidates,
 // and grants or hands over leases to the candidate a strategy ranks best.
 //
-// A Strategy is a pure function from a deterministic snapshot (Input) to a
-// ranking (Decision). Strategies are usually WebAssembly modules run by
-// plugins/host; this package defines the contract and keeps every safety
-// rule on the host side: a live lease is never handed to another identity
+// A strategy (abi.Strategy) is a pure function from a deterministic
+// snapshot (abi.Input) to a ranking (abi.Decision). Strategies are usually
+// WebAssembly modules run by plugins/host; the contract lives in
+// plugins/abi, and this package keeps every safety rule: a decision's
+// deadline (Options.DecideTimeout, through its context), validation of
+// the answer against the candidates, failure backoff, and: a live lease is never handed to another identity
 // (only preferredHolder is set), grants go only to candidates that
 // answered in this round, a decision naming a non-candidate (or any other
 // invalid answer, error, panic or timeout) counts as a strategy failure,
@@ -23,8 +25,7 @@
 // are validated and watched like any client's.
 //
 // Deliberate differences from upstream (kubernetes
-// pkg/controlplane/controller/leaderelection, see
-// shared/research/coordinated-election.md §6):
+// pkg/controlplane/controller/leaderelection):
 //
 //   - Expiry and liveness use the server's observation times (when the
 //     controller saw a renewal), never foreign renewTime values against
@@ -45,7 +46,7 @@
 //     recorded once per incident and the lease is left alone.
 //   - A candidate that ignored a ping is not pinged again for
 //     UnresponsiveRetry unless it renews by itself (upstream re-pings
-//     dead-but-valid candidates every round, edge case 6.2.3).
+//     dead-but-valid candidates every round).
 //   - A live lease without spec.strategy is held by a plain elector, which
 //     ignores preferredHolder: it is left to expire instead of starting
 //     upstream's write ping-pong.

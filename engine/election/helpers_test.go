@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -199,7 +200,7 @@ type member struct {
 }
 
 func (env *testEnv) join(name, lease, emu, bin string) *member {
-	return env.joinWith(name, lease, emu, bin, OldestEmulationVersion)
+	return env.joinWith(name, lease, emu, bin, abi.BuiltinStrategy)
 }
 
 func (env *testEnv) joinWith(name, lease, emu, bin, strategy string) *member {
@@ -338,7 +339,7 @@ func (m *member) pings() int {
 
 // DecisionRecordForTest is a minimal record.
 func DecisionRecordForTest(action string) engine.DecisionRecord {
-	return engine.DecisionRecord{Time: time.Now().UTC(), Action: action, Strategy: OldestEmulationVersion}
+	return engine.DecisionRecord{Time: time.Now().UTC(), Action: action, Strategy: abi.BuiltinStrategy}
 }
 
 func candidateObj(name, bin, strategy string) *coordinationv1beta1.LeaseCandidate {

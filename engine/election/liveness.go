@@ -4,7 +4,7 @@ import "time"
 
 // candState is a candidate's liveness in the current round, judged only
 // from what the controller itself observed and when (never from the
-// candidate's renewTime against our clock, edge case 6.2.5).
+// candidate's renewTime against our clock).
 type candState int
 
 const (

@@ -71,19 +71,19 @@ func oldestLess(a, b *abi.Candidate) bool {
 
 // NativeOldest is Oldest as a Strategy, for a controller that must decide
 // even when no WebAssembly module can run.
-var NativeOldest Strategy = nativeOldest{}
+var NativeOldest abi.Strategy = nativeOldest{}
 
 type nativeOldest struct{}
 
-func (nativeOldest) Name() string { return OldestEmulationVersion }
+func (nativeOldest) Name() string { return abi.BuiltinStrategy }
 
-func (nativeOldest) Module() ModuleInfo {
-	return ModuleInfo{Name: OldestEmulationVersion, Version: "native", Builtin: true}
+func (nativeOldest) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: abi.BuiltinStrategy, Version: "native", Builtin: true}
 }
 
 func (nativeOldest) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStrategyFailed, err)
+		return nil, err
 	}
 	return Oldest(in), nil
 }

@@ -12,11 +12,11 @@ import (
 const hour = 3600_000000
 
 func cand(name, emu, bin string, createdUs int64) abi.Candidate {
-	return abi.NewCandidate(name, bin, emu, OldestEmulationVersion, createdUs)
+	return abi.NewCandidate(name, bin, emu, abi.BuiltinStrategy, createdUs)
 }
 
 func input(lease abi.LeaseState, cs ...abi.Candidate) *abi.Input {
-	return &abi.Input{ABIVersion: abi.ABIVersion, Strategy: OldestEmulationVersion, Lease: lease, Candidates: cs}
+	return &abi.Input{ABIVersion: abi.ABIVersion, Strategy: abi.BuiltinStrategy, Lease: lease, Candidates: cs}
 }
 
 // TestOldestUpstreamCases replays upstream's election_test.go
@@ -167,17 +167,17 @@ func TestOldestAction(t *testing.T) {
 }
 
 func TestNativeOldestStrategy(t *testing.T) {
-	in := abi.SampleInput(OldestEmulationVersion)
+	in := abi.SampleInput(abi.BuiltinStrategy)
 	d, err := NativeOldest.Decide(context.Background(), in)
 	if err != nil || !reflect.DeepEqual(d, Oldest(in)) {
 		t.Fatalf("Decide = %v, %v", d, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NativeOldest.Decide(ctx, in); !errors.Is(err, ErrStrategyFailed) {
-		t.Fatalf("cancelled Decide: err = %v, want ErrStrategyFailed", err)
+	if _, err := NativeOldest.Decide(ctx, in); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Decide: err = %v, want context.Canceled", err)
 	}
-	if m := NativeOldest.Module(); !m.Builtin || m.Name != OldestEmulationVersion {
+	if m := NativeOldest.Module(); !m.Builtin || m.Name != abi.BuiltinStrategy {
 		t.Fatalf("Module() = %+v", m)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // Defaults. Where upstream has the constant, the value is upstream's
@@ -36,10 +37,11 @@ const (
 	DefaultGCPeriod = 30 * time.Minute
 	// DefaultUnresponsiveRetry is how long a candidate that ignored a ping
 	// is left alone before it is pinged again (unless it renews by itself
-	// first). Upstream never re-pings it; re-pinging dead candidates every
-	// round is the churn of its edge case 6.2.3.
+	// first). Upstream never stops pinging it: it re-pings dead
+	// candidates every round, which only churns writes.
 	DefaultUnresponsiveRetry = time.Minute
-	// DefaultDecideTimeout bounds one Strategy.Decide call.
+	// DefaultDecideTimeout bounds one Strategy.Decide call: the deadline
+	// of its context, which the WASM host enforces inside the guest.
 	DefaultDecideTimeout = time.Second
 	// DefaultResyncPeriod re-evaluates every lease even without events, as
 	// a safety net under the precise timers.
@@ -61,12 +63,12 @@ type Options struct {
 	Engine *engine.Engine
 	// Registry resolves the strategy names candidates declare. Nil means
 	// only the native OldestEmulationVersion.
-	Registry Registry
+	Registry abi.Registry
 	// Fallback decides when the lease's strategy fails (error, timeout,
 	// invalid decision); it never preempts a live holder. Nil means the
 	// native OldestEmulationVersion, which is also the last resort when
 	// Fallback itself fails.
-	Fallback Strategy
+	Fallback abi.Strategy
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. It must be the engine's clock,

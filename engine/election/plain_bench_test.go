@@ -9,6 +9,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // plainLeases is how many ordinary client-go leases the benchmark keeps.
@@ -48,7 +50,7 @@ func (env *testEnv) renewLease(ctx context.Context, name string) {
 // written last is cached once the (ordered) watch got that far.
 func (env *testEnv) drained(sentinel string) {
 	env.t.Helper()
-	st := coordinationv1.CoordinatedLeaseStrategy(OldestEmulationVersion)
+	st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: sentinel}, Spec: coordinationv1.LeaseSpec{Strategy: &st}}
 	o, err := env.e.Create(context.Background(), env.leases, l, &metav1.CreateOptions{})
 	if err != nil {

@@ -115,7 +115,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 // the lease's strategy module failing (each try after a backoff window
 // that fails again continues the same incident), and ends the incident
 // when the module answered.
-func (c *Controller) noteFailure(ctx context.Context, k leaseKey, m *memo, s Strategy, strategy string,
+func (c *Controller) noteFailure(ctx context.Context, k leaseKey, m *memo, s abi.Strategy, strategy string,
 	lv leaseView, valid []*candEntry, trigger abi.Reason, dec decision, now time.Time) {
 	if !dec.fallback {
 		m.resolved("failure")

@@ -1,6 +1,10 @@
 package election
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/leasehold/leasehold/plugins/abi"
+)
 
 // StaticRegistry is a Registry over a fixed set of Go strategies, keyed by
 // their Name. The controller uses it when no WebAssembly host is
@@ -8,14 +12,14 @@ import "sync"
 // written in Go. Set replaces an entry, mimicking a hot reload.
 type StaticRegistry struct {
 	mu sync.RWMutex
-	m  map[string]Strategy
+	m  map[string]abi.Strategy
 }
 
-var _ Registry = (*StaticRegistry)(nil)
+var _ abi.Registry = (*StaticRegistry)(nil)
 
 // NewStaticRegistry registers each strategy under its Name.
-func NewStaticRegistry(ss ...Strategy) *StaticRegistry {
-	r := &StaticRegistry{m: map[string]Strategy{}}
+func NewStaticRegistry(ss ...abi.Strategy) *StaticRegistry {
+	r := &StaticRegistry{m: map[string]abi.Strategy{}}
 	for _, s := range ss {
 		r.m[s.Name()] = s
 	}
@@ -23,7 +27,7 @@ func NewStaticRegistry(ss ...Strategy) *StaticRegistry {
 }
 
 // Lookup returns the strategy registered under name.
-func (r *StaticRegistry) Lookup(name string) (Strategy, bool) {
+func (r *StaticRegistry) Lookup(name string) (abi.Strategy, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	s, ok := r.m[name]
@@ -32,7 +36,7 @@ func (r *StaticRegistry) Lookup(name string) (Strategy, bool) {
 
 // Set registers s under name, replacing any earlier entry; a nil s removes
 // the name.
-func (r *StaticRegistry) Set(name string, s Strategy) {
+func (r *StaticRegistry) Set(name string, s abi.Strategy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s == nil {

@@ -34,7 +34,7 @@ type lastDecision struct {
 
 // decideOrReuse returns the decision on lease k and its trigger: the last
 // one if reusable, else a fresh one from s (with fallback).
-func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s Strategy, strategy string,
+func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s abi.Strategy, strategy string,
 	lv leaseView, valid []*candEntry, resyncs uint64, now time.Time) (decision, abi.Reason) {
 	key := c.decisionKey(s, lv, valid, m, now)
 	if dec, ok := c.reusable(m, s, key, lv, now); ok {
@@ -53,7 +53,7 @@ func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s S
 // it is now, with the same key, since the latest Resync and within
 // ResyncPeriod (the periodic re-check bounds reuse, as upstream's resync).
 // Expiry needs no check here: an expired lease is not live.
-func (c *Controller) reusable(m *memo, s Strategy, key string, lv leaseView, now time.Time) (decision, bool) {
+func (c *Controller) reusable(m *memo, s abi.Strategy, key string, lv leaseView, now time.Time) (decision, bool) {
 	l := m.last
 	switch {
 	case l == nil || !l.live || !lv.live || l.key != key:
@@ -76,7 +76,7 @@ func (c *Controller) reusable(m *memo, s Strategy, key string, lv leaseView, now
 // identity, versions, strategy, labels, observed renew, ack and ping times
 // and liveness state (a state changes with time alone, e.g. an ack getting
 // old, and strategies see it as Acked).
-func (c *Controller) decisionKey(s Strategy, lv leaseView, valid []*candEntry, m *memo, now time.Time) string {
+func (c *Controller) decisionKey(s abi.Strategy, lv leaseView, valid []*candEntry, m *memo, now time.Time) string {
 	var b strings.Builder
 	add := func(parts ...string) {
 		for _, p := range parts {

@@ -20,8 +20,8 @@ type counting struct {
 }
 
 func (s *counting) Name() string { return s.name }
-func (s *counting) Module() ModuleInfo {
-	return ModuleInfo{Name: s.name, Version: "1.0.0", SHA256: s.sha}
+func (s *counting) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: s.name, Version: "1.0.0", SHA256: s.sha}
 }
 func (s *counting) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error) {
 	s.calls.Add(1)

@@ -34,9 +34,7 @@ type Stats struct {
 }
 
 // counters is Stats with atomic fields, plus counters Stats does not
-// show yet: web/metrics.Election mirrors Stats field for field (main
-// converts one into the other), so a new Stats field needs both changed
-// together.
+// show yet (web/metrics writes every Stats field it knows to /metrics).
 type counters struct {
 	decisions, grants, preemptions, cleared, fallbacks, strategyErrors,
 	conflicts, abstentions, pings, writeErrors, collected atomic.Uint64

@@ -16,7 +16,7 @@ import (
 // it maintains acquireTime and leaseTransitions (as client-go's plain
 // election does: +1 whenever the holder changes on an existing lease) and
 // it re-grants an expired lease to the same holder, which un-sticks a
-// client-go elector that judged the lease expired (edge case 6.2.2).
+// client-go elector that judged the lease expired.
 func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target, strategy string, dec decision, now time.Time) error {
 	var l *coordinationv1.Lease
 	if lv.exists {

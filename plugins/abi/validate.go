@@ -8,7 +8,8 @@ import (
 )
 
 // BuiltinStrategy is the only strategy name without a "/" that Kubernetes
-// accepts (coordination validation); engine/election has the same constant.
+// accepts (coordination validation): upstream's OldestEmulationVersion,
+// embedded as plugins/builtin and implemented natively by engine/election.
 const BuiltinStrategy = "OldestEmulationVersion"
 
 // Limits on what a module may say; the host enforces them.

@@ -47,15 +47,15 @@ func buildOldest(t *testing.T) []byte {
 func differentialInputs() []*abi.Input {
 	var ins []*abi.Input
 	for seed := uint64(1); seed <= 400; seed++ {
-		ins = append(ins, abi.GenerateInput(seed, int(seed%23), election.OldestEmulationVersion))
+		ins = append(ins, abi.GenerateInput(seed, int(seed%23), abi.BuiltinStrategy))
 	}
 	for _, n := range []int{64, 65, 100, 257, 1000} {
-		ins = append(ins, abi.GenerateInput(uint64(n)*7919, n, election.OldestEmulationVersion))
+		ins = append(ins, abi.GenerateInput(uint64(n)*7919, n, abi.BuiltinStrategy))
 	}
-	for _, s := range abi.Samples(election.OldestEmulationVersion) {
+	for _, s := range abi.Samples(abi.BuiltinStrategy) {
 		ins = append(ins, s.Input)
 	}
-	pre := abi.GenerateInput(99, 0, election.OldestEmulationVersion)
+	pre := abi.GenerateInput(99, 0, abi.BuiltinStrategy)
 	for i, v := range []string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
 		"1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.0-1", "1.0.0-01a", "1.0.0-999999999999999999999"} {
 		pre.Candidates = append(pre.Candidates, abi.NewCandidate(fmt.Sprintf("c%02d", 10-i), "2.0.0", v, "x", 0))
@@ -79,12 +79,12 @@ func TestBuiltinMatchesOracle(t *testing.T) {
 	}
 	defer h.Close(ctx)
 	h.Scan(ctx)
-	rebuilt, ok := h.Lookup(election.OldestEmulationVersion)
+	rebuilt, ok := h.Lookup(abi.BuiltinStrategy)
 	if !ok || rebuilt.Module().Builtin {
 		t.Fatalf("rebuilt module not serving: %+v", h.Modules())
 	}
-	embedded, _ := h.Builtin(election.OldestEmulationVersion)
-	for _, s := range []election.Strategy{rebuilt, embedded} {
+	embedded, _ := h.Builtin(abi.BuiltinStrategy)
+	for _, s := range []abi.Strategy{rebuilt, embedded} {
 		for i, in := range differentialInputs() {
 			got, err := s.Decide(ctx, in)
 			if err != nil {
@@ -106,9 +106,9 @@ func TestBuiltinOrderIndependent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(ctx)
-	s, _ := h.Lookup(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
 	for seed := uint64(1); seed <= 50; seed++ {
-		in := abi.GenerateInput(seed, 30, election.OldestEmulationVersion)
+		in := abi.GenerateInput(seed, 30, abi.BuiltinStrategy)
 		a, err := s.Decide(ctx, in)
 		if err != nil {
 			t.Fatal(err)

@@ -25,9 +25,9 @@ func BenchmarkDecide(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close(ctx)
-	s, _ := h.Lookup(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
 	for _, n := range []int{3, 100, 1000} {
-		in := abi.GenerateInput(1, n, election.OldestEmulationVersion)
+		in := abi.GenerateInput(1, n, abi.BuiltinStrategy)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -50,7 +50,7 @@ func BenchmarkDecide(b *testing.B) {
 // BenchmarkNativeOldest is the oracle on the same inputs, for scale.
 func BenchmarkNativeOldest(b *testing.B) {
 	for _, n := range []int{3, 100, 1000} {
-		in := abi.GenerateInput(1, n, election.OldestEmulationVersion)
+		in := abi.GenerateInput(1, n, abi.BuiltinStrategy)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				election.Oldest(in)

@@ -26,8 +26,8 @@ type Timing struct {
 	Total       time.Duration `json:"total"`
 }
 
-// invoke runs one export of cm in a fresh instance under timeout and
-// returns what the guest wrote with write_output. The instance is always
+// invoke runs one export of cm in a fresh instance (bounded as run says)
+// and returns what the guest wrote with write_output. The instance is always
 // closed: it is never reused, after an error or otherwise.
 func (r *runner) invoke(ctx context.Context, cm wazero.CompiledModule, logger *guestLogger, export string, input []byte, seed uint64) ([]byte, Timing, error) {
 	out, code, tm, err := r.run(ctx, cm, logger, export, input, seed)
@@ -44,11 +44,13 @@ func (r *runner) invoke(ctx context.Context, cm wazero.CompiledModule, logger *g
 }
 
 // run instantiates cm, calls export and returns its i32 result and the
-// output written, if any.
+// output written, if any. The call ends at ctx's deadline, which for a
+// decision is its caller's (the election controller's DecideTimeout), or
+// after CallLimit when the caller set none: no guest runs unbounded.
 func (r *runner) run(ctx context.Context, cm wazero.CompiledModule, logger *guestLogger, export string, input []byte, seed uint64) ([]byte, int32, Timing, error) {
 	var tm Timing
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	ctx, cancel := r.bounded(ctx)
 	defer cancel()
 	st := &callState{input: input, max: r.opts.MaxOutputBytes, logger: logger}
 	ctx = context.WithValue(ctx, callKey{}, st)
@@ -56,7 +58,7 @@ func (r *runner) run(ctx context.Context, cm wazero.CompiledModule, logger *gues
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(abi.ExportInitialize).
-		WithSysNanotime(). // Go guests' GC stalls under fake nanotime (research B.1.5)
+		WithSysNanotime(). // a Go guest's garbage collector stalls under a fake monotonic clock
 		WithRandSource(newDetRand(seed)).
 		WithStdout(logger.stream("stdout")).
 		WithStderr(logger.stream("stderr"))
@@ -80,14 +82,27 @@ func (r *runner) run(ctx context.Context, cm wazero.CompiledModule, logger *gues
 	return st.output, int32(res[0]), tm, nil
 }
 
-// callError turns wazero's errors into short messages: a deadline, a
-// proc_exit, or a trap (with wazero's wasm stack trace trimmed).
+// bounded returns ctx unchanged in its deadline when its caller set one,
+// and otherwise limited to CallLimit: the load-time checks, the self-test
+// and offline runs have no caller deadline, a live decision always has the
+// election's.
+func (r *runner) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, r.opts.CallLimit,
+		fmt.Errorf("no answer within %v (the host's CallLimit)", r.opts.CallLimit))
+}
+
+// callError turns wazero's errors into short messages: a deadline (with
+// its cause, which names the limit that ran out), a proc_exit, or a trap
+// (with wazero's wasm stack trace trimmed).
 func (r *runner) callError(ctx context.Context, what string, err error) error {
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return fmt.Errorf("%s: timed out after %v (CallTimeout)", what, r.opts.CallTimeout)
+			return fmt.Errorf("%s: timed out: %w", what, context.Cause(ctx))
 		case sys.ExitCodeContextCanceled:
 			return fmt.Errorf("%s: cancelled: %w", what, context.Cause(ctx))
 		}

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
 )
 
@@ -31,7 +31,7 @@ type Host struct {
 	closed   bool
 }
 
-var _ election.Registry = (*Host)(nil)
+var _ abi.Registry = (*Host)(nil)
 
 // fileState is what the poller knows about one file of Options.Dir.
 type fileState struct {
@@ -73,7 +73,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 }
 
 // Lookup returns the module currently serving name.
-func (h *Host) Lookup(name string) (election.Strategy, bool) {
+func (h *Host) Lookup(name string) (abi.Strategy, bool) {
 	m, ok := (*h.active.Load())[name]
 	if !ok {
 		return nil, false
@@ -83,7 +83,7 @@ func (h *Host) Lookup(name string) (election.Strategy, bool) {
 
 // Builtin returns the embedded module for name even when a file in
 // Options.Dir overrides it: the controller's fallback after a failure.
-func (h *Host) Builtin(name string) (election.Strategy, bool) {
+func (h *Host) Builtin(name string) (abi.Strategy, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.builtins[name]
@@ -100,14 +100,14 @@ func (h *Host) Ready() error {
 	if h.closed {
 		return errors.New("plugins: host closed")
 	}
-	if _, ok := h.builtins[election.OldestEmulationVersion]; !ok {
-		return fmt.Errorf("plugins: built-in %s not loaded", election.OldestEmulationVersion)
+	if _, ok := h.builtins[abi.BuiltinStrategy]; !ok {
+		return fmt.Errorf("plugins: built-in %s not loaded", abi.BuiltinStrategy)
 	}
 	return nil
 }
 
 // Close stops serving and releases the runtime; decisions still running
-// fail with ErrStrategyFailed.
+// fail (and their caller falls back).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -145,36 +145,12 @@ func (h *Host) sortedPaths() []string {
 	return paths
 }
 
-// ModuleStatus describes one module for the UI and metrics.
-type ModuleStatus struct {
-	Name        string `json:"name"`
-	File        string `json:"file"`
-	SHA256      string `json:"sha256"`
-	Version     string `json:"version"`
-	Description string `json:"description,omitempty"`
-	Builtin     bool   `json:"builtin"`
-	// Active is true when Lookup(Name) returns this module (false for a
-	// built-in overridden by a file, or a file that never loaded).
-	Active      bool          `json:"active"`
-	LoadedAt    time.Time     `json:"loadedAt"`
-	Calls       uint64        `json:"calls"`
-	Errors      uint64        `json:"errors"`
-	LastError   string        `json:"lastError,omitempty"`
-	LastErrorAt time.Time     `json:"lastErrorAt,omitzero"`
-	LatencyP50  time.Duration `json:"latencyP50"`
-	LatencyP99  time.Duration `json:"latencyP99"`
-	LatencySum  time.Duration `json:"latencySum"`
-	// LoadError is why the file's current content is not serving (the
-	// previous good version, if any, still is).
-	LoadError string `json:"loadError,omitempty"`
-}
-
 // Modules lists built-ins, then directory files by path.
-func (h *Host) Modules() []ModuleStatus {
+func (h *Host) Modules() []abi.ModuleStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	active := *h.active.Load()
-	var out []ModuleStatus
+	var out []abi.ModuleStatus
 	names := make([]string, 0, len(h.builtins))
 	for n := range h.builtins {
 		names = append(names, n)
@@ -185,7 +161,7 @@ func (h *Host) Modules() []ModuleStatus {
 	}
 	for _, p := range h.sortedPaths() {
 		f := h.files[p]
-		st := ModuleStatus{File: p, SHA256: f.sha}
+		st := abi.ModuleStatus{File: p, SHA256: f.sha}
 		if f.mod != nil {
 			st = h.status(f.mod, active)
 		}
@@ -200,8 +176,8 @@ func (h *Host) Modules() []ModuleStatus {
 	return out
 }
 
-func (h *Host) status(m *module, active map[string]*module) ModuleStatus {
-	st := ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
+func (h *Host) status(m *module, active map[string]*module) abi.ModuleStatus {
+	st := abi.ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
 		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt}
 	m.stats.fill(&st)
 	return st

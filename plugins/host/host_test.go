@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 
@@ -15,18 +14,18 @@ func TestBuiltinServes(t *testing.T) {
 	if err := h.Ready(); err != nil {
 		t.Fatal(err)
 	}
-	s, ok := h.Lookup(election.OldestEmulationVersion)
+	s, ok := h.Lookup(abi.BuiltinStrategy)
 	if !ok {
 		t.Fatal("built-in missing")
 	}
 	m := s.Module()
-	if !m.Builtin || len(m.SHA256) != 64 || m.Version == "" || s.Name() != election.OldestEmulationVersion {
+	if !m.Builtin || len(m.SHA256) != 64 || m.Version == "" || s.Name() != abi.BuiltinStrategy {
 		t.Fatalf("Module() = %+v", m)
 	}
 	if _, ok := h.Lookup("example.com/none"); ok {
 		t.Fatal("unknown name found")
 	}
-	in := abi.SampleInput(election.OldestEmulationVersion)
+	in := abi.SampleInput(abi.BuiltinStrategy)
 	d, err := s.Decide(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +43,14 @@ func TestBuiltinServes(t *testing.T) {
 // decision gets its own instance; sharing one would crash the process).
 func TestConcurrentDecisions(t *testing.T) {
 	h := quietHost(t, Options{})
-	s, _ := h.Lookup(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 25; i++ {
-				in := abi.GenerateInput(uint64(g*100+i), 20, election.OldestEmulationVersion)
+				in := abi.GenerateInput(uint64(g*100+i), 20, abi.BuiltinStrategy)
 				d, err := s.Decide(context.Background(), in)
 				if err != nil {
 					t.Error(err)
@@ -72,17 +71,17 @@ func TestConcurrentDecisions(t *testing.T) {
 
 func TestClosedHost(t *testing.T) {
 	h := quietHost(t, Options{})
-	s, _ := h.Lookup(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if h.Ready() == nil {
 		t.Fatal("closed host is ready")
 	}
-	if _, ok := h.Lookup(election.OldestEmulationVersion); ok {
+	if _, ok := h.Lookup(abi.BuiltinStrategy); ok {
 		t.Fatal("closed host still serves")
 	}
-	if _, err := s.Decide(context.Background(), abi.SampleInput(election.OldestEmulationVersion)); !errors.Is(err, election.ErrStrategyFailed) {
+	if _, err := s.Decide(context.Background(), abi.SampleInput(abi.BuiltinStrategy)); err == nil {
 		t.Fatalf("decision on closed host: %v", err)
 	}
 }

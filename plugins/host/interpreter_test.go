@@ -2,14 +2,12 @@ package host
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -30,14 +28,14 @@ func TestEnginesDecideAlike(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "newest.wasm"), build(t, goExample))
 	writeFile(t, filepath.Join(dir, "sticky.wasm"), build(t, cExample))
-	names := []string{election.OldestEmulationVersion, "example.com/newest-binary-version", "example.com/sticky-holder"}
+	names := []string{abi.BuiltinStrategy, "example.com/newest-binary-version", "example.com/sticky-holder"}
 
 	rankings := map[string][][]string{}
 	for _, e := range engines {
 		// Equality, not speed, is under test: under qemu-user the
 		// interpreter runs a Go guest's 100-candidate self-test for over
 		// the default 1 s limit.
-		h := quietHost(t, Options{Dir: dir, Interpreter: e.interpreter, CallTimeout: time.Minute})
+		h := quietHost(t, Options{Dir: dir, Interpreter: e.interpreter, CallLimit: time.Minute})
 		h.Scan(ctx)
 		for _, name := range names {
 			s, ok := h.Lookup(name)
@@ -65,12 +63,12 @@ func TestEnginesDecideAlike(t *testing.T) {
 // a spinning guest is cut off at the deadline, junk output and traps are
 // failures, and the host keeps serving.
 func TestInterpreterLimits(t *testing.T) {
-	h, s := serveHostile(t, Options{CallTimeout: 300 * time.Millisecond, Interpreter: true},
+	h, s := serveHostile(t, Options{CallLimit: 300 * time.Millisecond, Interpreter: true},
 		hostile(t, `(loop $spin (br $spin))`, "", 1))
 	start := time.Now()
 	_, err := s.Decide(context.Background(), bigInput())
-	if !errors.Is(err, election.ErrStrategyFailed) || !strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("err = %v, want a timeout wrapped in ErrStrategyFailed", err)
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("err = %v, want a timeout", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("interpreter ignored the 300ms deadline: %v", took)
@@ -78,7 +76,7 @@ func TestInterpreterLimits(t *testing.T) {
 	assertHealthy(t, h)
 
 	_, trap := serveHostile(t, Options{Interpreter: true}, hostile(t, `(unreachable)`, "", 1))
-	if _, err := trap.Decide(context.Background(), bigInput()); !errors.Is(err, election.ErrStrategyFailed) {
+	if _, err := trap.Decide(context.Background(), bigInput()); err == nil {
 		t.Fatalf("trap: err = %v", err)
 	}
 }
@@ -90,8 +88,8 @@ func BenchmarkDecideEngines(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name+"="+EngineName(e.interpreter), func(b *testing.B) {
 			h := quietHost(b, Options{Interpreter: e.interpreter})
-			s, _ := h.Lookup(election.OldestEmulationVersion)
-			in := abi.GenerateInput(1, 20, election.OldestEmulationVersion)
+			s, _ := h.Lookup(abi.BuiltinStrategy)
+			in := abi.GenerateInput(1, 20, abi.BuiltinStrategy)
 			ctx := context.Background()
 			b.ResetTimer()
 			for b.Loop() {

@@ -12,12 +12,11 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/tetratelabs/wazero"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
-// module is one loaded, validated strategy module: immutable apart from
-// its counters. Lookup hands it out as an election.Strategy; a reload
+// module is one loaded, self-tested strategy module: immutable apart from
+// its counters. Lookup hands it out as an abi.Strategy; a reload
 // swaps in a new *module and the old one is closed once its last call
 // returns (refs).
 type module struct {
@@ -30,7 +29,6 @@ type module struct {
 	surface  surface
 	loadedAt time.Time
 	logger   *guestLogger
-	log      *slog.Logger
 	stats    stats
 
 	// refs is 1 (the registry's) plus one per running call; the compiled
@@ -38,12 +36,12 @@ type module struct {
 	refs atomic.Int64
 }
 
-var _ election.Strategy = (*module)(nil)
+var _ abi.Strategy = (*module)(nil)
 
 func (m *module) Name() string { return m.info.Name }
 
-func (m *module) Module() election.ModuleInfo {
-	return election.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin}
+func (m *module) Module() abi.ModuleInfo {
+	return abi.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin}
 }
 
 func (m *module) acquire() bool {
@@ -64,28 +62,28 @@ func (m *module) release() {
 	}
 }
 
-// Decide runs lease_strategy_decide on in, in a fresh instance.
+// Decide runs lease_strategy_decide on in, in a fresh instance, until
+// ctx's deadline, and returns the decoded answer. Its caller (the election
+// controller) owns the rest: validating the answer against in, wrapping
+// failures in abi.ErrStrategyFailed, logging and backing off; the host
+// only counts calls, errors and latency for Modules.
 func (m *module) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error) {
 	if !m.acquire() {
 		// Unloaded between Lookup and Decide: not the module's fault, but
 		// the controller must fall back all the same.
-		return nil, fmt.Errorf("%w: %s: module %s was unloaded", election.ErrStrategyFailed, m.info.Name, m.short())
+		return nil, fmt.Errorf("module %s was unloaded", m.short())
 	}
 	defer m.release()
 	d, tm, err := m.decide(ctx, in)
 	m.stats.record(tm.Total, err)
 	if err != nil {
-		if m.stats.beginIncident() {
-			m.log.Warn("strategy failed; further failures are counted, not logged, until it succeeds again", "err", err)
-		}
-		return nil, fmt.Errorf("%w: %s (%s): %w", election.ErrStrategyFailed, m.info.Name, m.short(), err)
-	}
-	if n := m.stats.endIncident(); n > 0 {
-		m.log.Info("strategy recovered", "failed_calls", n)
+		return nil, fmt.Errorf("module %s: %w", m.short(), err)
 	}
 	return d, nil
 }
 
+// decide runs lease_strategy_decide on in and decodes the answer strictly
+// (one JSON document, no unknown fields); it does not validate it.
 func (m *module) decide(ctx context.Context, in *abi.Input) (*abi.Decision, Timing, error) {
 	cp := *in
 	cp.ABIVersion = abi.ABIVersion
@@ -105,9 +103,6 @@ func (m *module) decide(ctx context.Context, in *abi.Input) (*abi.Decision, Timi
 	}
 	if d.Ranking == nil {
 		d.Ranking = []string{}
-	}
-	if err := d.Validate(in); err != nil {
-		return nil, tm, err
 	}
 	return &d, tm, nil
 }
@@ -174,7 +169,6 @@ func (r *runner) loadModule(ctx context.Context, wasm []byte, file string, built
 	if err := m.info.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
 	}
-	m.log = log.With("strategy", m.info.Name, "module", m.short(), "file", file)
 	m.logger = newGuestLogger(log, m.info.Name, m.sha)
 	var results []SelfTestResult
 	if selfTest {
@@ -200,6 +194,9 @@ func (m *module) selfTest(ctx context.Context) ([]SelfTestResult, error) {
 	results := make([]SelfTestResult, 0, len(samples))
 	for _, s := range samples {
 		d, tm, err := m.decide(ctx, s.Input)
+		if err == nil {
+			err = d.Validate(s.Input)
+		}
 		res := SelfTestResult{Sample: s.Name, Duration: tm.Total}
 		if err != nil {
 			res.Err = err.Error()

@@ -20,9 +20,15 @@ type Options struct {
 	CacheDir string
 	// PollInterval is how often Run rescans Dir. Default 2 s.
 	PollInterval time.Duration
-	// CallTimeout bounds one decision: instantiation, _initialize and
-	// lease_strategy_decide together. Default DefaultCallTimeout.
-	CallTimeout time.Duration
+	// CallLimit bounds each guest call whose caller set no deadline:
+	// instantiation, _initialize and the export together, for the
+	// load-time checks and self-test of a module, offline runs (Vet,
+	// TestRun) and a Decide on a context without a deadline. A live
+	// decision is bounded by the election controller's deadline instead
+	// (election.Options.DecideTimeout, the server's --plugin-timeout), so
+	// CallLimit must be at least that long or the self-test would reject
+	// modules the deadline allows. Default DefaultCallLimit.
+	CallLimit time.Duration
 	// MemoryLimitPages caps a guest's linear memory in 64 KiB pages.
 	// Default 1024 (64 MiB); expect host RSS of 3-4x that while a guest
 	// grows to the cap.
@@ -46,16 +52,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultCallTimeout is the default limit of one decision: 1 s on wazero's
-// compiler, 5 s on its interpreter (32-bit ARM), where a Go-built guest
-// spends about 300 ms starting its runtime on every call and a decision
-// over 100 candidates takes over a second on an emulated ARMv7.
-func DefaultCallTimeout(interpreter bool) time.Duration {
+// DefaultDecisionTimeout is the recommended deadline of one decision for
+// the election controller: 1 s on wazero's compiler, 5 s on its
+// interpreter (32-bit ARM), where a Go-built guest spends about 300 ms
+// starting its runtime on every call and a decision over 100 candidates
+// takes over a second on an emulated ARMv7. The host does not apply it:
+// the caller of Decide does, through its context.
+func DefaultDecisionTimeout(interpreter bool) time.Duration {
 	if interpreter || !CompilerSupported() {
 		return 5 * time.Second
 	}
 	return time.Second
 }
+
+// DefaultCallLimit is the default CallLimit: above any sensible decision
+// deadline, so that the self-test never rejects a module the deadline
+// allows, yet short enough that a module spinning at load is rejected
+// within seconds.
+const DefaultCallLimit = 10 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.Dir == "" && o.DataDir != "" {
@@ -67,8 +81,8 @@ func (o Options) withDefaults() Options {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 2 * time.Second
 	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout(o.Interpreter)
+	if o.CallLimit <= 0 {
+		o.CallLimit = DefaultCallLimit
 	}
 	if o.MemoryLimitPages == 0 {
 		o.MemoryLimitPages = 1024

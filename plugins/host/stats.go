@@ -4,22 +4,24 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 const latencyWindow = 512 // recent decisions kept for p50/p99
 
-// stats counts one module's decisions; safe for concurrent use.
+// stats counts one module's decisions for Modules (the UI and /metrics);
+// safe for concurrent use. Failure incidents and backoff are the election
+// controller's.
 type stats struct {
-	mu          sync.Mutex
-	calls       uint64
-	errors      uint64
-	lastErr     string
-	lastErrAt   time.Time
-	sum         time.Duration
-	recent      []time.Duration // ring buffer
-	next        int
-	failing     bool
-	failedCalls uint64 // in the current incident
+	mu        sync.Mutex
+	calls     uint64
+	errors    uint64
+	lastErr   string
+	lastErrAt time.Time
+	sum       time.Duration
+	recent    []time.Duration // ring buffer
+	next      int
 }
 
 func (s *stats) record(d time.Duration, err error) {
@@ -39,33 +41,7 @@ func (s *stats) record(d time.Duration, err error) {
 	}
 }
 
-// beginIncident counts a failure and reports whether it starts a new
-// incident (the previous call succeeded), i.e. whether to log it.
-func (s *stats) beginIncident() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failedCalls++
-	if s.failing {
-		return false
-	}
-	s.failing = true
-	return true
-}
-
-// endIncident reports how many calls failed in the incident a success
-// ends, or 0 when there was none.
-func (s *stats) endIncident() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.failing {
-		return 0
-	}
-	n := s.failedCalls
-	s.failing, s.failedCalls = false, 0
-	return n
-}
-
-func (s *stats) fill(st *ModuleStatus) {
+func (s *stats) fill(st *abi.ModuleStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Calls, st.Errors, st.LatencySum = s.calls, s.errors, s.sum

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -30,7 +29,7 @@ type VetReport struct {
 // Vet checks wasm against the ABI exactly as the server would before
 // serving it: imports and exports, ABI version, info, and the self-test on
 // the golden samples. The error, if any, wraps ErrInvalidModule (and so
-// election.ErrStrategyFailed); the report is filled as far as vetting got.
+// abi.ErrStrategyFailed); the report is filled as far as vetting got.
 func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 	sum := sha256.Sum256(wasm)
 	rep := VetReport{SHA256: hex.EncodeToString(sum[:]), Size: len(wasm)}
@@ -58,7 +57,8 @@ func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 }
 
 // TestRun loads wasm (checks and ABI version, not the self-test) and runs
-// one decision on in, or on abi.SampleInput when in is nil. Guest logs go
+// one decision on in, or on abi.SampleInput when in is nil, under the
+// server's default decision deadline. Guest logs go
 // to logger (nil: discarded), so an author sees what the module printed.
 func TestRun(ctx context.Context, wasm []byte, in *abi.Input) (*abi.Decision, Timing, error) {
 	return testRun(ctx, wasm, in, nil)
@@ -81,9 +81,19 @@ func testRun(ctx context.Context, wasm []byte, in *abi.Input, logger *slog.Logge
 	if in == nil {
 		in = abi.SampleInput(m.info.Name)
 	}
+	// Offline, this is the caller the election controller is online: the
+	// decision gets the server's default deadline, and the answer is
+	// validated and a failure wrapped the same way.
+	limit := DefaultDecisionTimeout(false)
+	ctx, cancel := context.WithTimeoutCause(ctx, limit,
+		fmt.Errorf("no decision within %v (the server's default --plugin-timeout)", limit))
+	defer cancel()
 	d, tm, err := m.decide(ctx, in)
+	if err == nil {
+		err = d.Validate(in)
+	}
 	if err != nil {
-		return nil, tm, fmt.Errorf("%w: %s: %w", election.ErrStrategyFailed, m.info.Name, err)
+		return nil, tm, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, m.info.Name, err)
 	}
 	return d, tm, nil
 }

@@ -39,7 +39,8 @@ func exportInfo() int32 {
 //go:wasmexport lease_strategy_decide
 func exportDecide() int32 {
 	// Leave the scheduler a chance to run the GC's background work before
-	// returning to the host (research B.1.5); harmless otherwise.
+	// returning to the host: a c-shared Go guest only runs its goroutines
+	// while an export is executing. Harmless otherwise.
 	defer runtime.Gosched()
 	if registered == nil {
 		return fail(fmt.Errorf("sdk: no strategy registered (call sdk.Register from init)"))

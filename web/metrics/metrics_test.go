@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/engine/election"
 )
 
 func TestRegistryOutput(t *testing.T) {
@@ -19,7 +21,7 @@ func TestRegistryOutput(t *testing.T) {
 		Leases: func(context.Context) ([]Lease, error) {
 			return []Lease{{Namespace: "ns", Name: "l", Holder: "a\\b\"c\nd", RenewTime: time.Unix(100, 500000000), LeaseDurationSeconds: 10, Transitions: 2}}, nil
 		},
-		Election: func() (Election, bool) { return Election{Decisions: 7}, true },
+		Election: func() (election.Stats, bool) { return election.Stats{Decisions: 7}, true },
 	})
 	var b bytes.Buffer
 	r.WritePrometheus(context.Background(), &b)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/leasehold/leasehold/engine/election"
 )
 
 // writeSources writes the series read from the sources at scrape time. A
@@ -71,7 +73,7 @@ func writeStorage(w io.Writer, st Storage) {
 	}
 }
 
-func writeElection(w io.Writer, e Election) {
+func writeElection(w io.Writer, e election.Stats) {
 	for _, c := range []struct {
 		name, text string
 		v          uint64

@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"time"
+
+	"github.com/leasehold/leasehold/engine/election"
 )
 
 // Sources supply the state read at scrape time. Every field is optional:
@@ -15,7 +17,7 @@ type Sources struct {
 	Storage func(ctx context.Context) (Storage, error)
 	// Election returns the election controller's counters; ok is false
 	// while this replica runs no controller.
-	Election func() (e Election, ok bool)
+	Election func() (e election.Stats, ok bool)
 	// Plugins lists the strategy modules with their call statistics.
 	Plugins func() []Plugin
 }
@@ -36,22 +38,6 @@ type Storage struct {
 	CompactRevision int64
 	Keys            int64
 	SizeBytes       int64
-}
-
-// Election mirrors engine/election.Stats field for field (a conversion
-// ignores struct tags), so that main converts with metrics.Election(s).
-type Election struct {
-	Decisions           uint64 `json:"decisions"`
-	Grants              uint64 `json:"grants"`
-	Preemptions         uint64 `json:"preemptions"`
-	PreferredCleared    uint64 `json:"preferredCleared"`
-	Fallbacks           uint64 `json:"fallbacks"`
-	StrategyErrors      uint64 `json:"strategyErrors"`
-	Conflicts           uint64 `json:"conflicts"`
-	Abstentions         uint64 `json:"abstentions"`
-	Pings               uint64 `json:"pings"`
-	WriteErrors         uint64 `json:"writeErrors"`
-	CandidatesCollected uint64 `json:"candidatesCollected"`
 }
 
 // Plugin is one strategy module's call statistics.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // Options configures a Handler.
@@ -170,7 +171,7 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 	if src := h.opts.Sources.Modules; src != nil {
 		st.Modules = src()
 		if st.Modules == nil {
-			st.Modules = []Module{}
+			st.Modules = []abi.ModuleStatus{}
 		}
 	}
 	if h.opts.Checks != nil {

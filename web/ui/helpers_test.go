@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/host"
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/ui"
@@ -61,20 +61,20 @@ func startEnv(t *testing.T, history ...int) *env {
 		Version: web.VersionInfo{Major: "1", Minor: "37", GitVersion: "v1.37.0+leasehold-0.1.0", GitCommit: "4f1c2d9e8b7a",
 			GitTreeState: "clean", BuildDate: "2026-11-21T14:12:07Z", GoVersion: "go1.26.8", Platform: "linux/arm64"},
 		UI: ui.Sources{
-			// The conversions are the ones main.go does: they compile only
-			// while the mirrored structs keep their fields.
+			// The storage conversion is the one main.go does: it compiles
+			// only while the mirrored structs keep their fields.
 			Storage: func(ctx context.Context) (ui.StorageStats, error) {
 				s, err := st.Stats(ctx)
 				return ui.StorageStats(s), err
 			},
 			StoragePath: "/var/lib/leasehold/leasehold.db",
-			Modules: func() []ui.Module {
-				return []ui.Module{ui.Module(host.ModuleStatus{
+			Modules: func() []abi.ModuleStatus {
+				return []abi.ModuleStatus{{
 					Name: "oldest-emulation-version", File: "builtin:oldest", Version: "1.0.0", Builtin: true, Active: true,
 					SHA256: "9f2b6c0d4e8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c", LoadedAt: time.Now().Add(-time.Hour),
 					Calls: 42, Errors: 1, LastError: "deadline exceeded", LastErrorAt: time.Now().Add(-20 * time.Minute),
 					LatencyP50: 92 * time.Microsecond, LatencyP99: 1400 * time.Microsecond,
-				})}
+				}}
 			},
 			Decisions: eng.Decisions,
 		},

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/plugins/abi"
 )
 
 // Sources supply the facts the Kubernetes API does not carry. Every field
@@ -18,9 +19,9 @@ type Sources struct {
 	Storage func(ctx context.Context) (StorageStats, error)
 	// StoragePath is the database file shown on the system view.
 	StoragePath string
-	// Modules lists the loaded strategy modules; main converts each
-	// host.ModuleStatus with Module(m) (the fields are identical).
-	Modules func() []Module
+	// Modules lists the loaded strategy modules: (*host.Host).Modules
+	// fits as is.
+	Modules func() []abi.ModuleStatus
 	// Decisions returns the election decision history of one Lease,
 	// oldest first: (*engine.Engine).Decisions fits as is.
 	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
@@ -34,28 +35,6 @@ type StorageStats struct {
 	CompactRevision int64  `json:"compactRevision"`
 	Keys            int64  `json:"keys"`
 	SizeBytes       int64  `json:"sizeBytes"`
-}
-
-// Module mirrors plugins/host.ModuleStatus field for field (a Go
-// conversion ignores tags), so that main converts with ui.Module(m) and
-// this package need not import the wazero host.
-type Module struct {
-	Name        string        `json:"name"`
-	File        string        `json:"file"`
-	SHA256      string        `json:"sha256"`
-	Version     string        `json:"version"`
-	Description string        `json:"description,omitempty"`
-	Builtin     bool          `json:"builtin"`
-	Active      bool          `json:"active"`
-	LoadedAt    time.Time     `json:"loadedAt"`
-	Calls       uint64        `json:"calls"`
-	Errors      uint64        `json:"errors"`
-	LastError   string        `json:"lastError,omitempty"`
-	LastErrorAt time.Time     `json:"lastErrorAt,omitzero"`
-	LatencyP50  time.Duration `json:"latencyP50"`
-	LatencyP99  time.Duration `json:"latencyP99"`
-	LatencySum  time.Duration `json:"latencySum"`
-	LoadError   string        `json:"loadError,omitempty"`
 }
 
 // Check is one readiness check as /readyz runs it.
@@ -77,11 +56,11 @@ type SystemStatus struct {
 	StoragePath  string        `json:"storagePath,omitempty"`
 	StorageError string        `json:"storageError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
-	Modules    []Module `json:"modules"`
-	Checks     []Check  `json:"checks"`
-	Ready      bool     `json:"ready"`
-	Goroutines int      `json:"goroutines"`
-	HeapBytes  uint64   `json:"heapBytes"`
+	Modules    []abi.ModuleStatus `json:"modules"`
+	Checks     []Check            `json:"checks"`
+	Ready      bool               `json:"ready"`
+	Goroutines int                `json:"goroutines"`
+	HeapBytes  uint64             `json:"heapBytes"`
 }
 
 // Decisions is the body of the decisions endpoint. Available is false

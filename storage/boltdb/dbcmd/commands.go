@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/web/cli"
 )
 
 // RemoteBackup streams a consistent copy of the database from the running

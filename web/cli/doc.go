@@ -9,8 +9,9 @@
 // Commands live in the packages that own their work (the server in main,
 // the database commands with the bbolt backend, the client commands under
 // web/client, the plugin commands in plugins/host), on every layer of the
-// tree. So that all of them can share this package without bending the
-// layering (storage must not import web or plugins, client packages must
-// not import the server), it is a leaf: it imports only the standard
-// library, and nothing in it knows about leases, HTTP or storage.
+// tree. So that all of them can share it, it is a leaf that imports only
+// the standard library and knows nothing of leases, HTTP or storage; it
+// sits in web beside web/sdnotify, the binary's other piece of process
+// plumbing, and architecture_test.go lets storage and plugins import it
+// and nothing else of web.
 package cli
