@@ -225,10 +225,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		Version:             versionInfo(),
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 		UI: ui.Sources{
-			Storage: func(ctx context.Context) (ui.StorageStats, error) {
-				st, err := store.Stats(ctx)
-				return ui.StorageStats(st), err
-			},
+			Storage:     store.Stats,
 			StoragePath: dbPath,
 			Modules:     plugins.Modules,
 			Decisions:   eng.Decisions,

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/storage"
 )
 
 // Scope identifies what a request addresses: which resource, in which
@@ -166,3 +168,9 @@ type API interface {
 	// printing) with leasehold's columns.
 	ConvertToTable(ctx context.Context, s Scope, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error)
 }
+
+// StorageStats describes the store (backend, revisions, keys, size) for
+// status pages and /metrics. It is the storage contract's own type, so
+// that web reports it without importing storage or copying it field by
+// field.
+type StorageStats = storage.Stats

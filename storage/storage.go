@@ -162,12 +162,12 @@ type Interface interface {
 
 // Stats describe a store for operators. Backends implement StatsReporter.
 type Stats struct {
-	Backend         string
-	Revision        int64
-	CompactRevision int64
-	Keys            int64
+	Backend         string `json:"backend"`
+	Revision        int64  `json:"revision"`
+	CompactRevision int64  `json:"compactRevision"`
+	Keys            int64  `json:"keys"`
 	// SizeBytes is the on-disk size, 0 when not applicable.
-	SizeBytes int64
+	SizeBytes int64 `json:"sizeBytes"`
 }
 
 // StatsReporter is implemented by backends that can describe themselves.

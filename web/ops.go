@@ -66,10 +66,7 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 		}
 	}
 	if st := opts.UI.Storage; st != nil {
-		src.Storage = func(ctx context.Context) (metrics.Storage, error) {
-			v, err := st(ctx)
-			return metrics.Storage(v), err
-		}
+		src.Storage = st
 	}
 	if mods := opts.UI.Modules; mods != nil {
 		src.Plugins = func() []metrics.Plugin {

@@ -35,7 +35,7 @@ func createLease(t *testing.T, base, ns, name, holder string) {
 // TestE2EOpsHealthAndMetrics checks the named health checks and the
 // /metrics content.
 func TestE2EOpsHealthAndMetrics(t *testing.T) {
-	ts := startServer(t)
+	ts := startServer(t, "--metrics-per-lease")
 	code, _, body := httpGet(t, ts.URL+"/readyz?verbose")
 	for _, c := range []string{"ping", "log", "storage", "plugins", "election-controller", "shutdown"} {
 		if !strings.Contains(body, "[+]"+c+" ok\n") {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 )
 
@@ -60,7 +61,7 @@ func writeLeases(w io.Writer, leases []Lease) {
 	}
 }
 
-func writeStorage(w io.Writer, st Storage) {
+func writeStorage(w io.Writer, st engine.StorageStats) {
 	gauge := func(name, text string, v int64) {
 		help(w, name, "gauge", text)
 		fmt.Fprintf(w, "%s{backend=%s} %d\n", name, quote(st.Backend), v)

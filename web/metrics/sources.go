@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 )
 
@@ -14,7 +15,7 @@ type Sources struct {
 	// series.
 	Leases func(ctx context.Context) ([]Lease, error)
 	// Storage describes the store.
-	Storage func(ctx context.Context) (Storage, error)
+	Storage func(ctx context.Context) (engine.StorageStats, error)
 	// Election returns the election controller's counters; ok is false
 	// while this replica runs no controller.
 	Election func() (e election.Stats, ok bool)
@@ -29,15 +30,6 @@ type Lease struct {
 	RenewTime            time.Time
 	LeaseDurationSeconds int32
 	Transitions          int32
-}
-
-// Storage mirrors storage.Stats (and ui.StorageStats) field for field.
-type Storage struct {
-	Backend         string
-	Revision        int64
-	CompactRevision int64
-	Keys            int64
-	SizeBytes       int64
 }
 
 // Plugin is one strategy module's call statistics.

@@ -63,9 +63,9 @@ func startEnv(t *testing.T, history ...int) *env {
 		UI: ui.Sources{
 			// The storage conversion is the one main.go does: it compiles
 			// only while the mirrored structs keep their fields.
-			Storage: func(ctx context.Context) (ui.StorageStats, error) {
+			Storage: func(ctx context.Context) (engine.StorageStats, error) {
 				s, err := st.Stats(ctx)
-				return ui.StorageStats(s), err
+				return s, err
 			},
 			StoragePath: "/var/lib/leasehold/leasehold.db",
 			Modules: func() []abi.ModuleStatus {

@@ -15,8 +15,8 @@ import (
 // failing, so the UI works before election or plugins are wired.
 type Sources struct {
 	// Storage describes the store (revision, size); main passes
-	// storage.Stats converted with StorageStats(st).
-	Storage func(ctx context.Context) (StorageStats, error)
+	// storage.Stats through engine.StorageStats, as the store reports it.
+	Storage func(ctx context.Context) (engine.StorageStats, error)
 	// StoragePath is the database file shown on the system view.
 	StoragePath string
 	// Modules lists the loaded strategy modules: (*host.Host).Modules
@@ -25,16 +25,6 @@ type Sources struct {
 	// Decisions returns the election decision history of one Lease,
 	// oldest first: (*engine.Engine).Decisions fits as is.
 	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
-}
-
-// StorageStats mirrors storage.Stats field for field, so that main can
-// convert one to the other without this package importing storage.
-type StorageStats struct {
-	Backend         string `json:"backend"`
-	Revision        int64  `json:"revision"`
-	CompactRevision int64  `json:"compactRevision"`
-	Keys            int64  `json:"keys"`
-	SizeBytes       int64  `json:"sizeBytes"`
 }
 
 // Check is one readiness check as /readyz runs it.
@@ -52,7 +42,7 @@ type SystemStatus struct {
 	Version    version.Info `json:"version"`
 	// Storage is nil when no source is wired; StorageError says why it
 	// is missing when the source failed.
-	Storage      *StorageStats `json:"storage"`
+	Storage      *engine.StorageStats `json:"storage"`
 	StoragePath  string        `json:"storagePath,omitempty"`
 	StorageError string        `json:"storageError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
