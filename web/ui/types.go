@@ -43,8 +43,8 @@ type SystemStatus struct {
 	// Storage is nil when no source is wired; StorageError says why it
 	// is missing when the source failed.
 	Storage      *engine.StorageStats `json:"storage"`
-	StoragePath  string        `json:"storagePath,omitempty"`
-	StorageError string        `json:"storageError,omitempty"`
+	StoragePath  string               `json:"storagePath,omitempty"`
+	StorageError string               `json:"storageError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
 	Modules    []abi.ModuleStatus `json:"modules"`
 	Checks     []Check            `json:"checks"`
