@@ -241,8 +241,17 @@ func TestE2ERefusesForeignDatabase(t *testing.T) {
 	}{
 		{"garbage", func(path string) error {
 			return os.WriteFile(path, bytes.Repeat([]byte("not a database\n"), 4096), 0o600)
-		}, "invalid"},
+		}, "meta pages are unreadable"},
 		{"foreign bbolt", writeForeignBolt, "not a leasehold store"},
+		// bbolt would silently start an empty store on a 0-byte file.
+		{"empty", func(path string) error { return os.WriteFile(path, nil, 0o600) }, "is empty (0 bytes)"},
+		// A file cut short would be mapped past its end (SIGBUS).
+		{"truncated", func(path string) error {
+			if err := writeForeignBolt(path); err != nil {
+				return err
+			}
+			return os.Truncate(path, 8<<10)
+		}, "leasehold restore"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -256,8 +265,8 @@ func TestE2ERefusesForeignDatabase(t *testing.T) {
 				t.Fatalf("server started on a foreign database file")
 			}
 			msg := srv.log.String()
-			if srv.code == 0 || !strings.Contains(msg, path) || !strings.Contains(msg, c.want) {
-				t.Fatalf("exit code %d, output:\n%s\nwant a non-zero exit naming %s and %q", srv.code, msg, path, c.want)
+			if srv.code != 1 || !strings.Contains(msg, path) || !strings.Contains(msg, c.want) {
+				t.Fatalf("exit code %d, output:\n%s\nwant exit status 1 naming %s and %q", srv.code, msg, path, c.want)
 			}
 			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 				t.Fatalf("the refused file was modified")

@@ -27,7 +27,7 @@ func seed(t *testing.T, e *env) {
 	t.Helper()
 	for _, l := range []lease{
 		{ns: "kube-system", name: "kube-scheduler", holder: "node-a_6f1c2", duration: 3600, renewed: 2 * time.Second, transitions: 3},
-		{ns: "default", name: "billing-worker", holder: "billing-7d9f-x2", duration: 40, renewed: 35 * time.Second, transitions: 1},
+		{ns: "default", name: "billing-worker", holder: "billing-7d9f-x2", duration: 400, renewed: 320 * time.Second, transitions: 1}, // expiring for 80 s: room for a slow browser
 		{ns: "default", name: "gone-away", holder: "device-17", duration: 10, renewed: 5 * time.Minute, transitions: 6},
 		{ns: "edge", name: "gateway", holder: "gw-2", preferred: "gw-1", strategy: "OldestEmulationVersion", duration: 3600, renewed: time.Second, transitions: 2},
 		{ns: "edge", name: "spare", duration: 15},
