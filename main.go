@@ -29,7 +29,7 @@
 // commands, their dispatch and signals; serve.go holds serve's flags and
 // the assembly of storage, engine, election, plugins and web. Every other
 // command lives in the package that owns its work (README.md, Layout), and
-// package cli holds what all commands share.
+// web/cli holds what all commands share.
 package main
 
 import (
