@@ -89,11 +89,22 @@ func main() {
 
 // dispatch runs one command line and returns the process exit code.
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// "leasehold --help" asks about leasehold, not about serve (the
+	// default command): it lists the commands, as "leasehold help" does.
+	// "leasehold help NAME" is "leasehold NAME --help".
+	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+		args = []string{"help"}
+	}
 	name := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
 	if name == "help" {
+		if name == "help" && len(args) == 1 {
+			if cmd, ok := cli.Lookup(commands, args[0]); ok {
+				return cmd.Run(ctx, []string{"--help"}, stdout, stderr)
+			}
+		}
 		usage(stdout)
 		return cli.ExitOK
 	}
@@ -109,7 +120,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func usage(w io.Writer) {
 	fmt.Fprint(w, "leasehold serves the Kubernetes Lease API (coordination.k8s.io) from one binary.\n\nUsage:\n")
 	cli.WriteList(w, commands)
-	fmt.Fprint(w, "\nEvery command answers --help; every flag --foo-bar also reads LEASEHOLD_FOO_BAR.\n")
+	fmt.Fprint(w, "\nRun \"leasehold COMMAND --help\" (or \"leasehold help COMMAND\") for a command's flags and\narguments; \"leasehold serve --help\" lists the server's. Every flag --foo-bar also reads\nLEASEHOLD_FOO_BAR.\n")
 }
 
 var versionCommand = cli.Command{

@@ -314,8 +314,8 @@ func TestE2ECLIEveryCommandHelp(t *testing.T) {
 func TestE2ECLILeaderShortNamespace(t *testing.T) {
 	ts := startServer(t)
 	code, out, errOut := runCLI(t, "leader", "--kubeconfig", ts.Kubeconfig, "-n", "x", "--lease", "nobody", "-o", "json")
-	if code != 3 || errOut != "" {
-		t.Fatalf("leader -n x: exit %d, stderr %q; want 3 (no holder)", code, errOut)
+	if code != 3 || errOut != "leasehold leader: lease x/nobody not found\n" {
+		t.Fatalf("leader -n x: exit %d, stderr %q; want 3 (no holder) and which lease was not found", code, errOut)
 	}
 	var v struct{ Namespace, Lease string }
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Namespace != "x" || v.Lease != "nobody" {
@@ -329,5 +329,20 @@ func TestE2ECLIUnknownCommand(t *testing.T) {
 	code, out, errOut := runCLI(t, "frobnicate", "--help")
 	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "leasehold healthcheck") {
 		t.Errorf("unknown command: exit %d, stdout %q, stderr %q; want 2 and the command list on stderr", code, out, errOut)
+	}
+}
+
+// TestE2ECLITopLevelHelp: "leasehold --help", "-h" and "help" list the
+// commands (not serve's flags); "help NAME" is "NAME --help".
+func TestE2ECLITopLevelHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		code, out, _ := runCLI(t, args...)
+		if code != 0 || !strings.Contains(out, "leasehold healthcheck") || !strings.Contains(out, "leasehold serve --help") {
+			t.Errorf("leasehold %s: exit %d, stdout %q; want the command list", args[0], code, out)
+		}
+	}
+	code, out, errOut := runCLI(t, "help", "leader")
+	if code != 0 || !strings.HasPrefix(out+errOut, "Usage: leasehold leader") {
+		t.Errorf("leasehold help leader: exit %d, output %q", code, out+errOut)
 	}
 }

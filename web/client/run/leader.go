@@ -101,6 +101,9 @@ func leaderCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !*watch {
 		l, err := cl.GetLease(ctx, conn.Namespace, conn.Lease)
 		if lease.IsNotFound(err) {
+			// Scripts read the empty line; a person who mistyped the
+			// name needs to be told which lease was not found.
+			fmt.Fprintf(stderr, "leasehold leader: lease %s/%s not found\n", conn.Namespace, conn.Lease)
 			l, err = nil, nil
 		}
 		if err != nil {
