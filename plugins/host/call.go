@@ -21,9 +21,9 @@ import (
 
 // Timing splits one offline or online call.
 type Timing struct {
-	Instantiate time.Duration `json:"instantiate"` // includes _initialize
-	Call        time.Duration `json:"call"`
-	Total       time.Duration `json:"total"`
+	Instantiate Duration `json:"instantiate"` // includes _initialize
+	Call        Duration `json:"call"`
+	Total       Duration `json:"total"`
 }
 
 // invoke runs one export of cm in a fresh instance (bounded as run says)
@@ -63,13 +63,13 @@ func (r *runner) run(ctx context.Context, cm wazero.CompiledModule, logger *gues
 		WithStdout(logger.stream("stdout")).
 		WithStderr(logger.stream("stderr"))
 	mod, err := r.rt.InstantiateModule(ctx, cm, cfg)
-	tm.Instantiate = time.Since(start)
+	tm.Instantiate = Duration(time.Since(start))
 	if err != nil {
 		return nil, 0, tm, r.callError(ctx, "instantiate", err)
 	}
 	defer mod.Close(context.Background())
 	res, err := mod.ExportedFunction(export).Call(ctx)
-	tm.Total = time.Since(start)
+	tm.Total = Duration(time.Since(start))
 	tm.Call = tm.Total - tm.Instantiate
 	if err != nil {
 		return nil, 0, tm, r.callError(ctx, export, err)

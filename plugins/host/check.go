@@ -46,7 +46,9 @@ func checkSurface(cm wazero.CompiledModule, limitPages uint32) (surface, error) 
 	var s surface
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
-		s.imports = append(s.imports, mod+"."+name)
+		if imp := mod + "." + name; !slices.Contains(s.imports, imp) { // a module may import one function twice
+			s.imports = append(s.imports, imp)
+		}
 		switch mod {
 		case abi.ImportModule:
 			want, ok := importSigs[name]

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -104,6 +106,18 @@ func TestVetAndTestRun(t *testing.T) {
 	in := abi.GenerateInput(5, 3, "example.com/hello")
 	if d, _, err = TestRun(ctx, wasm, in); err != nil || d.Reason != "hello" {
 		t.Fatalf("TestRun(in) = %+v, %v", d, err)
+	}
+	// The report a person reads: durations in human units, each import once.
+	out, _ := json.Marshal(rep)
+	if !regexp.MustCompile(`"compileTime":"[0-9.]+(ns|µs|ms|s)"`).Match(out) || !regexp.MustCompile(`"duration":"[0-9.]+(ns|µs|ms|s)"`).Match(out) {
+		t.Errorf("vet report durations are not in human units: %s", out)
+	}
+	seen := map[string]bool{}
+	for _, imp := range rep.Imports {
+		if seen[imp] {
+			t.Errorf("import %s listed twice", imp)
+		}
+		seen[imp] = true
 	}
 }
 

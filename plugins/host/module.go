@@ -75,7 +75,7 @@ func (m *module) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, erro
 	}
 	defer m.release()
 	d, tm, err := m.decide(ctx, in)
-	m.stats.record(tm.Total, err)
+	m.stats.record(time.Duration(tm.Total), err)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", m.short(), err)
 	}
@@ -185,7 +185,7 @@ type SelfTestResult struct {
 	Sample   string        `json:"sample"`
 	Action   abi.Action    `json:"action,omitempty"`
 	Ranked   int           `json:"ranked"`
-	Duration time.Duration `json:"duration"`
+	Duration Duration `json:"duration"`
 	Err      string        `json:"error,omitempty"`
 }
 

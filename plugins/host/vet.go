@@ -20,7 +20,7 @@ type VetReport struct {
 	Exports       []string         `json:"exports"`
 	HasInitialize bool             `json:"hasInitialize"`
 	MemoryPages   uint32           `json:"memoryPages"`
-	CompileTime   time.Duration    `json:"compileTime"`
+	CompileTime   Duration         `json:"compileTime"`
 	SelfTest      []SelfTestResult `json:"selfTest"`
 	// Problem is the first reason the module would be rejected, or "".
 	Problem string `json:"problem,omitempty"`
@@ -40,7 +40,7 @@ func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 	defer r.close(ctx)
 	start := time.Now()
 	if cm, err := r.rt.CompileModule(ctx, wasm); err == nil {
-		rep.CompileTime = time.Since(start)
+		rep.CompileTime = Duration(time.Since(start))
 		s, _ := checkSurface(cm, r.opts.MemoryLimitPages)
 		rep.Imports, rep.Exports, rep.HasInitialize, rep.MemoryPages = s.imports, s.exports, s.hasInitialize, s.memoryMin
 		_ = cm.Close(ctx)
