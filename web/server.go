@@ -81,6 +81,10 @@ type Options struct {
 type Check struct {
 	Name  string
 	Check func() error
+	// Note, when set, adds a line to ?verbose output under a passing
+	// check: what an operator should know that does not make the
+	// server unready.
+	Note func() string
 }
 
 // shutdownGrace bounds how long Serve waits for in-flight requests.
@@ -93,6 +97,9 @@ type Server struct {
 	ui      *ui.Handler
 	ready   func() error
 	extra   []Check
+	// undecodable reports stored values the engine cannot decode, when
+	// the engine can tell (the "stored-objects" check).
+	undecodable func() engine.UndecodableStats
 	maxBody int
 	tls     *tls.Config
 	authn   *auth.Authenticator
@@ -133,6 +140,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = apiserver.DefaultMaxRequestBodyBytes
+	}
+	if u, ok := opts.Engine.(interface{ UndecodableRecords() engine.UndecodableStats }); ok {
+		s.undecodable = u.UndecodableRecords
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	api, err := apiserver.New(apiserver.Options{
