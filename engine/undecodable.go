@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -102,4 +103,20 @@ func (k *kind) corruptObject(namespace, name string, err error) error {
 func (k *kind) skippedWarning(key string) string {
 	return fmt.Sprintf("%s %s was left out: its stored value cannot be decoded; delete it with ignoreStoreReadErrorWithClusterBreakingPotential=true",
 		k.res.Singular, key[len(k.keyPrefix):])
+}
+
+// storedKinds are the kinds CheckStoredValue knows, built on first use.
+var storedKinds = sync.OnceValue(func() []*kind { return []*kind{newLeaseKind(), newLeaseCandidateKind()} })
+
+// CheckStoredValue reports whether the value stored under key decodes as
+// the object its key prefix names; keys of no served resource are not
+// the engine's and pass. leasehold backup checks every record with it.
+func CheckStoredValue(key string, value []byte) error {
+	for _, k := range storedKinds() {
+		if strings.HasPrefix(key, k.keyPrefix) {
+			_, err := k.decode(value, 1)
+			return err
+		}
+	}
+	return nil
 }
