@@ -39,6 +39,10 @@ type undecodableRecords struct {
 	known   atomic.Int64 // len(revs), read without the lock
 	mu      sync.Mutex
 	revs    map[string]int64 // storage key: the revision found undecodable
+	// deleted are the revisions deleted through the API: watches still
+	// meet them, as the previous value of the deletion, and must not
+	// bring them back.
+	deleted map[string]int64
 }
 
 // UndecodableRecords reports the undecodable stored values met so far.
@@ -66,7 +70,11 @@ func (e *Engine) noteUndecodable(ctx context.Context, kv storage.KeyValue, err e
 	}
 	rev, seen := u.revs[kv.Key]
 	first := !seen || rev != kv.ModRevision
+	if gone, ok := u.deleted[kv.Key]; ok && gone == kv.ModRevision {
+		first = false
+	}
 	if first && (seen || len(u.revs) < maxRememberedUndecodable) {
+		delete(u.deleted, kv.Key)
 		u.revs[kv.Key] = kv.ModRevision
 		u.known.Store(int64(len(u.revs)))
 	}
@@ -84,6 +92,14 @@ func (e *Engine) forgetUndecodable(key string) {
 		return
 	}
 	u.mu.Lock()
+	if rev, ok := u.revs[key]; ok {
+		if u.deleted == nil {
+			u.deleted = map[string]int64{}
+		}
+		if len(u.deleted) < maxRememberedUndecodable {
+			u.deleted[key] = rev
+		}
+	}
 	delete(u.revs, key)
 	u.known.Store(int64(len(u.revs)))
 	u.mu.Unlock()
