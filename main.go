@@ -14,7 +14,7 @@
 //	                            print a kubeconfig for a server
 //	leasehold healthcheck [flags]
 //	                            exit 0 when the local server is ready
-//	leasehold backup FILE       copy the database (from the server or the file)
+//	leasehold backup FILE       copy the database (from the server or the file), checking every record
 //	leasehold restore FILE      replace the database with a backup
 //	leasehold compact           reclaim the database file's free space
 //	leasehold bench [flags]     measure renewals/s and latency against a server
@@ -42,6 +42,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/boltdb/dbcmd"
 	"github.com/leasehold/leasehold/web/cli"
@@ -73,7 +74,7 @@ var commands = []cli.Command{
 	lease.HealthcheckCommand,
 	// A backup while the server runs goes through its API: the client
 	// code downloads it, so that storage need not know HTTP.
-	dbcmd.BackupCommand(lease.DownloadBackup),
+	dbcmd.BackupCommand(lease.DownloadBackup, engine.CheckStoredValue),
 	dbcmd.RestoreCommand,
 	dbcmd.CompactCommand,
 	bench.Command,

@@ -37,9 +37,15 @@ func (e *Engine) create(ctx context.Context, s Scope, obj runtime.Object, opts *
 		return nil, err
 	}
 	dedupOwnerReferences(ctx, o)
-	// The field manager runs before the strategy, as in the create
-	// handler, on an empty live object.
-	o = k.fieldManagers[s.Version].UpdateNoErrors(k.newObj(), o, managerOrUserAgent(opts.FieldManager, s.UserAgent)).(object)
+	if refusedBeforeFieldManager(o) {
+		// Validation (in createOnce) refuses it: no managedFields to
+		// compute, and a field manager that would take seconds skipped.
+		o.SetManagedFields(nil)
+	} else {
+		// The field manager runs before the strategy, as in the create
+		// handler, on an empty live object.
+		o = k.fieldManagers[s.Version].UpdateNoErrors(k.newObj(), o, managerOrUserAgent(opts.FieldManager, s.UserAgent)).(object)
+	}
 
 	dryRun := isDryRun(opts.DryRun)
 	var out object

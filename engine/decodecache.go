@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 
+	"github.com/leasehold/leasehold/storage"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -21,6 +23,8 @@ type decodeCache struct {
 	entries map[decodeKey]object
 	order   []decodeKey
 	next    int
+	// undecodable is told of every value that does not decode.
+	undecodable func(kv storage.KeyValue, err error)
 }
 
 type decodeKey struct {
@@ -28,10 +32,10 @@ type decodeKey struct {
 	rev int64
 }
 
-func newDecodeCache(size int) *decodeCache {
+func newDecodeCache(size int, undecodable func(kv storage.KeyValue, err error)) *decodeCache {
 	// The map grows with use: an idle server (or one without watchers)
 	// does not carry it.
-	return &decodeCache{entries: make(map[decodeKey]object), order: make([]decodeKey, size)}
+	return &decodeCache{entries: make(map[decodeKey]object), order: make([]decodeKey, size), undecodable: undecodable}
 }
 
 // get returns the decoded object for key at rev, decoding value on a miss.
@@ -46,6 +50,9 @@ func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object,
 	}
 	o, err := k.decode(value, rev)
 	if err != nil {
+		if c.undecodable != nil {
+			c.undecodable(storage.KeyValue{Key: key, ModRevision: rev, Value: value}, err)
+		}
 		return nil, err
 	}
 	o.GetObjectKind().SetGroupVersionKind(k.storageGV.WithKind(k.res.Kind))

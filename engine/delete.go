@@ -77,7 +77,11 @@ func (e *Engine) deleteOne(ctx context.Context, k *kind, namespace, name string,
 		}
 		cur, err := k.decode(kv.Value, kv.ModRevision)
 		if err != nil {
-			return nil, false, apierrors.NewInternalError(err)
+			e.noteUndecodable(ctx, kv, err)
+			if unsafe := opts.IgnoreStoreReadErrorWithClusterBreakingPotential; unsafe == nil || !*unsafe {
+				return nil, false, k.corruptObject(namespace, name, err)
+			}
+			return e.deleteUndecodable(ctx, k, kv, namespace, name, dryRun)
 		}
 		if err := checkDeletePreconditions(k, cur, opts.Preconditions); err != nil {
 			return nil, false, err
@@ -124,6 +128,36 @@ func (e *Engine) deleteOne(ctx context.Context, k *kind, namespace, name string,
 		return cur, true, nil
 	}
 	return nil, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+}
+
+// deleteUndecodable is kube-apiserver's unsafe deletion of a corrupt
+// object (the DeleteOption ignoreStoreReadErrorWithClusterBreakingPotential):
+// the stored value is removed as it is, without finalizers or
+// preconditions, which cannot be read from it (ValidateDeleteOptions
+// refuses the option together with preconditions and propagation). A plain
+// DELETE keeps answering the corrupt object error, as upstream: deciding
+// to ignore finalizers is the client's to make. The result names the
+// object without a uid, which cannot be read either.
+func (e *Engine) deleteUndecodable(ctx context.Context, k *kind, kv storage.KeyValue, namespace, name string, dryRun bool) (object, bool, error) {
+	o := k.newObj()
+	o.SetNamespace(namespace)
+	o.SetName(name)
+	if dryRun {
+		return o, true, nil
+	}
+	if _, _, err := e.store.Delete(ctx, kv.Key, kv.ModRevision); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, false, apierrors.NewNotFound(k.gr, name)
+		}
+		if errors.Is(err, storage.ErrConflict) {
+			// Rewritten meanwhile: the client looks again.
+			return nil, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+		}
+		return nil, false, storageError(err)
+	}
+	e.forgetUndecodable(kv.Key)
+	e.log.WarnContext(ctx, "Deleted an undecodable stored object (ignoreStoreReadErrorWithClusterBreakingPotential)", "key", kv.Key, "revision", kv.ModRevision)
+	return o, true, nil
 }
 
 // checkDeletePreconditions is rest.BeforeDelete's check, which names the

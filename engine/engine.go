@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,8 @@ type Engine struct {
 	kinds     map[string]*kind // by plural
 	resources []*Resource
 	decoded   *decodeCache
+	// undecodable remembers stored values that do not decode.
+	undecodable undecodableRecords
 	// hubs are the shared watch fan-outs by storage prefix (watchhub.go).
 	hubsMu sync.Mutex
 	hubs   map[string]*watchHub
@@ -58,7 +61,6 @@ func New(opts Options) (*Engine, error) {
 		log:              opts.Logger,
 		bookmarkInterval: opts.BookmarkInterval,
 		kinds:            map[string]*kind{},
-		decoded:          newDecodeCache(1024),
 		rvWait:           tooLargeRVWait,
 	}
 	if e.now == nil {
@@ -67,6 +69,9 @@ func New(opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	e.decoded = newDecodeCache(1024, func(kv storage.KeyValue, err error) {
+		e.noteUndecodable(context.Background(), kv, err)
+	})
 	if e.bookmarkInterval <= 0 {
 		e.bookmarkInterval = time.Minute
 	}

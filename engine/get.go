@@ -33,7 +33,8 @@ func (e *Engine) get(ctx context.Context, s Scope, name string, opts *metav1.Get
 	}
 	o, err := k.decode(kv.Value, kv.ModRevision)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		e.noteUndecodable(ctx, kv, err)
+		return nil, k.corruptObject(s.Namespace, name, err)
 	}
 	return k.fromStorage(o, s.Version), nil
 }

@@ -214,7 +214,10 @@ func (e *Engine) listPage(ctx context.Context, k *kind, namespace string, q *lis
 			lastKey = kv.Key
 			obj, err := k.decode(kv.Value, kv.ModRevision)
 			if err != nil {
-				return listResult{}, apierrors.NewInternalError(err)
+				// One damaged record must not hide all the others.
+				e.noteUndecodable(ctx, kv, err)
+				AddWarning(ctx, k.skippedWarning(kv.Key))
+				continue
 			}
 			if q.matches(obj) {
 				items = append(items, obj)

@@ -53,7 +53,7 @@ func (e *Engine) beforeCreate(k *kind, namespace string, o object) error {
 	o.SetDeletionTimestamp(nil)
 	o.SetDeletionGracePeriodSeconds(nil)
 	k.prepareForCreate(o)
-	if errs := k.validate(o); len(errs) > 0 {
+	if errs := append(k.validate(o), validateMetadataBounds(o)...); len(errs) > 0 {
 		return apierrors.NewInvalid(k.gk, o.GetName(), errs)
 	}
 	if errs := validateGenericCreate(o); len(errs) > 0 {
@@ -87,6 +87,7 @@ func (e *Engine) beforeUpdate(k *kind, namespace string, o, old object) error {
 		errs = validateGenericUpdate(o, old)
 	}
 	errs = append(errs, k.validateUpdate(o, old)...)
+	errs = append(errs, validateMetadataBounds(o)...)
 	if errs = dedupErrors(errs); len(errs) > 0 {
 		return apierrors.NewInvalid(k.gk, o.GetName(), errs)
 	}

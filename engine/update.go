@@ -35,9 +35,16 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	fm := k.fieldManagers[s.Version]
 	manager := managerOrUserAgent(opts.FieldManager, s.UserAgent)
 	apiVersion := k.gvk(s.Version).GroupVersion().String()
+	refused := refusedBeforeFieldManager(in)
 	transform := func(_ context.Context, live object, exists bool) (object, error) {
 		// Each attempt starts again from the request's object.
 		n := in.DeepCopyObject().(object)
+		if refused {
+			// Validation (in guaranteedUpdate) refuses it: the field
+			// manager, which would take seconds, is skipped.
+			n.SetManagedFields(live.GetManagedFields())
+			return n, nil
+		}
 		if exists && k.fastUpdate(live, n, manager, apiVersion) {
 			return n, nil // a renewal: same result, without the field manager
 		}

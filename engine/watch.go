@@ -105,7 +105,9 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 		for _, kv := range res.KVs {
 			o, err := k.decode(kv.Value, kv.ModRevision)
 			if err != nil {
-				return nil, apierrors.NewInternalError(err)
+				e.noteUndecodable(ctx, kv, err)
+				AddWarning(ctx, k.skippedWarning(kv.Key))
+				continue
 			}
 			if q.matches(o) {
 				initialItems = append(initialItems, o)
@@ -205,8 +207,7 @@ func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, initial bool, i
 			for _, ev := range resp.Events {
 				typ, obj, err := r.translate(ev)
 				if err != nil {
-					r.e.log.ErrorContext(ctx, "watch: undecodable stored object", "key", ev.KV.Key, "error", err)
-					continue
+					continue // skipped; the decode cache has reported it
 				}
 				if obj != nil && !r.send(ctx, typ, obj) {
 					return

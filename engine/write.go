@@ -50,7 +50,8 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 		var live object
 		if exists {
 			if live, err = k.decode(kv.Value, kv.ModRevision); err != nil {
-				return writeResult{}, apierrors.NewInternalError(err)
+				e.noteUndecodable(ctx, kv, err)
+				return writeResult{}, k.corruptObject(namespace, name, err)
 			}
 		} else {
 			live = k.newObj()

@@ -120,11 +120,11 @@ func TestVersionAndHealth(t *testing.T) {
 			t.Errorf("%s headers: %v", p, r.header)
 		}
 	}
-	do(t, "GET", base+"/readyz?verbose", "").expect(t, 200, "[+]ping ok\n[+]log ok\n[+]storage ok\n[+]shutdown ok\nreadyz check passed\n")
+	do(t, "GET", base+"/readyz?verbose", "").expect(t, 200, "[+]ping ok\n[+]log ok\n[+]storage ok\n[+]stored-objects ok\n[+]shutdown ok\nreadyz check passed\n")
 	do(t, "GET", base+"/livez?verbose&exclude=log&exclude=nope", "").expect(t, 200,
 		"[+]ping ok\n[+]log excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"nope\"\nlivez check passed\n")
 	ready = errors.New("store closed")
-	do(t, "GET", base+"/readyz", "").expect(t, 500, "[+]ping ok\n[+]log ok\n[-]storage failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n")
+	do(t, "GET", base+"/readyz", "").expect(t, 500, "[+]ping ok\n[+]log ok\n[-]storage failed: reason withheld\n[+]stored-objects ok\n[+]shutdown ok\nreadyz check failed\n")
 	do(t, "GET", base+"/readyz/storage", "").expect(t, 500, "internal server error: store closed\n")
 	do(t, "GET", base+"/livez", "").expect(t, 200, "ok")
 	do(t, "GET", base+"/healthz/nope", "").expect(t, 404, "404 page not found\n")

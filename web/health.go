@@ -24,7 +24,7 @@ var errShuttingDown = errors.New("process is shutting down")
 // "storage") and Options.ReadyChecks, and readyz fails once shutdown has
 // begun.
 func (s *Server) checks(endpoint string) []Check {
-	list := []Check{{"ping", ok}, {"log", ok}}
+	list := []Check{{Name: "ping", Check: ok}, {Name: "log", Check: ok}}
 	if endpoint == "livez" {
 		return list
 	}
@@ -33,11 +33,14 @@ func (s *Server) checks(endpoint string) []Check {
 		if ready == nil {
 			ready = ok
 		}
-		list = append(list, Check{"storage", ready})
+		list = append(list, Check{Name: "storage", Check: ready})
 	}
 	list = append(list, s.extra...)
+	if s.undecodable != nil {
+		list = append(list, Check{Name: "stored-objects", Check: ok, Note: s.undecodableNote})
+	}
 	if endpoint == "readyz" {
-		list = append(list, Check{"shutdown", func() error {
+		list = append(list, Check{Name: "shutdown", Check: func() error {
 			if s.stopping.Load() {
 				return errShuttingDown
 			}
@@ -45,6 +48,18 @@ func (s *Server) checks(endpoint string) []Check {
 		}})
 	}
 	return list
+}
+
+// undecodableNote is the stored-objects check's note. One damaged record
+// does not make the server unready (lists and watches skip it), but it
+// must be seen. The keys stay in the log, like failure reasons: health
+// endpoints are public and reveal no names.
+func (s *Server) undecodableNote() string {
+	st := s.undecodable()
+	if st.Records == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d stored object(s) cannot be decoded and are skipped by lists and watches; the server log names them", st.Records)
 }
 
 // splitCheckPath splits /healthz/<check> into its parts.
@@ -92,6 +107,11 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, endpoint, only string) {
 			continue
 		}
 		fmt.Fprintf(&out, "[+]%s ok\n", c.Name)
+		if c.Note != nil {
+			if note := c.Note(); note != "" {
+				fmt.Fprintf(&out, "warn: %s\n", note)
+			}
+		}
 	}
 	if len(excluded) > 0 {
 		names := make([]string, 0, len(excluded))

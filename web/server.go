@@ -81,6 +81,10 @@ type Options struct {
 type Check struct {
 	Name  string
 	Check func() error
+	// Note, when set, adds a line to ?verbose output under a passing
+	// check: what an operator should know that does not make the
+	// server unready.
+	Note func() string
 }
 
 // shutdownGrace bounds how long Serve waits for in-flight requests.
@@ -88,19 +92,22 @@ const shutdownGrace = 5 * time.Second
 
 // Server serves the Kubernetes API and the generic endpoints.
 type Server struct {
-	log     *slog.Logger
-	api     *apiserver.Handler
-	ui      *ui.Handler
-	ready   func() error
-	extra   []Check
-	maxBody int
-	tls     *tls.Config
-	authn   *auth.Authenticator
-	authz   auth.Policies
-	metrics *metrics.Registry
-	backup  func(ctx context.Context, w io.Writer) (int64, error)
-	limits  *limiter
-	bodies  bodyBudget
+	log   *slog.Logger
+	api   *apiserver.Handler
+	ui    *ui.Handler
+	ready func() error
+	extra []Check
+	// undecodable reports stored values the engine cannot decode, when
+	// the engine can tell (the "stored-objects" check).
+	undecodable func() engine.UndecodableStats
+	maxBody     int
+	tls         *tls.Config
+	authn       *auth.Authenticator
+	authz       auth.Policies
+	metrics     *metrics.Registry
+	backup      func(ctx context.Context, w io.Writer) (int64, error)
+	limits      *limiter
+	bodies      bodyBudget
 	// authFailures throttles the access lines of failed authentications.
 	authFailures failureThrottle
 	delay        time.Duration
@@ -133,6 +140,11 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = apiserver.DefaultMaxRequestBodyBytes
+	}
+	if u, ok := opts.Engine.(interface {
+		UndecodableRecords() engine.UndecodableStats
+	}); ok {
+		s.undecodable = u.UndecodableRecords
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	api, err := apiserver.New(apiserver.Options{

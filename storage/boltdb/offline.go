@@ -215,3 +215,30 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// ScanFile calls fn with the key and value of every record of the store
+// at path, in key order, read-only; fn's value is only valid during the
+// call. It stops at fn's first error and returns it.
+func ScanFile(ctx context.Context, path string, fn func(key string, value []byte) error) error {
+	db, err := openFile(path, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketKV).Cursor()
+		for k, rec := c.First(); k != nil; k, rec = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			kv, err := decodeRecord(k, rec)
+			if err != nil {
+				return err
+			}
+			if err := fn(kv.Key, kv.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 )
 
@@ -21,7 +22,8 @@ func TestRegistryOutput(t *testing.T) {
 		Leases: func(context.Context) ([]Lease, error) {
 			return []Lease{{Namespace: "ns", Name: "l", Holder: "a\\b\"c\nd", RenewTime: time.Unix(100, 500000000), LeaseDurationSeconds: 10, Transitions: 2}}, nil
 		},
-		Election: func() (election.Stats, bool) { return election.Stats{Decisions: 7}, true },
+		Election:    func() (election.Stats, bool) { return election.Stats{Decisions: 7}, true },
+		Undecodable: func() engine.UndecodableStats { return engine.UndecodableStats{Records: 1, Skipped: 3} },
 	})
 	var b bytes.Buffer
 	r.WritePrometheus(context.Background(), &b)
@@ -40,6 +42,8 @@ func TestRegistryOutput(t *testing.T) {
 		`leasehold_lease_renew_timestamp_seconds{namespace="ns",lease="l"} 100.5`,
 		`leasehold_lease_expiry_timestamp_seconds{namespace="ns",lease="l"} 110.5`,
 		`leasehold_election_decisions_total 7`,
+		`leasehold_storage_undecodable_objects 1`,
+		`leasehold_storage_undecodable_reads_total 3`,
 		`process_cpu_seconds_total`,
 	} {
 		if !strings.Contains(out, want) {

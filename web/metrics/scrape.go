@@ -32,6 +32,18 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 	if src.Plugins != nil {
 		writePlugins(w, src.Plugins())
 	}
+	if src.Undecodable != nil {
+		writeUndecodable(w, src.Undecodable())
+	}
+}
+
+// writeUndecodable writes the damaged-record series; the keys are in the
+// server log only (they name namespaces and leases).
+func writeUndecodable(w io.Writer, st engine.UndecodableStats) {
+	help(w, "leasehold_storage_undecodable_objects", "gauge", "Stored objects that cannot be decoded: lists and watches skip them; delete them with ignoreStoreReadErrorWithClusterBreakingPotential.")
+	fmt.Fprintf(w, "leasehold_storage_undecodable_objects %d\n", st.Records)
+	help(w, "leasehold_storage_undecodable_reads_total", "counter", "Reads (lists, watches, gets, writes) that met an undecodable stored object.")
+	fmt.Fprintf(w, "leasehold_storage_undecodable_reads_total %d\n", st.Skipped)
 }
 
 func writeLeases(w io.Writer, leases []Lease) {

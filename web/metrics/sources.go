@@ -21,6 +21,8 @@ type Sources struct {
 	Election func() (e election.Stats, ok bool)
 	// Plugins lists the strategy modules with their call statistics.
 	Plugins func() []Plugin
+	// Undecodable reports the stored values the engine cannot decode.
+	Undecodable func() engine.UndecodableStats
 }
 
 // Lease is what the per-lease series report of one Lease.

@@ -17,18 +17,25 @@ import (
 // the server's URL.
 type RemoteBackup func(ctx context.Context, kubeconfig string, w io.Writer) (n int64, server string, err error)
 
+// CheckValue reports whether one stored value can be read back (the
+// engine decodes it); storage itself knows only bytes.
+type CheckValue func(key string, value []byte) error
+
 // BackupCommand is "leasehold backup FILE". With no server running the
 // database file is copied directly (read-only); while a server holds it,
 // the copy is streamed from the server through remote with the kubeconfig
 // it wrote (or --kubeconfig). Either way the copy is one consistent
-// snapshot, checked before it replaces FILE.
-func BackupCommand(remote RemoteBackup) cli.Command {
+// snapshot, checked before it replaces FILE: the file format, then every
+// record through check. A record that does not decode is named on stderr
+// and, without --force, keeps the copy from replacing FILE (a previous
+// good backup stays) and makes the exit status 1.
+func BackupCommand(remote RemoteBackup, check CheckValue) cli.Command {
 	return cli.Command{
 		Name:     "backup",
 		Synopsis: backupSynopsis,
 		Summary:  "write a consistent copy of the database (from the running server or the file)",
 		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-			return backup(ctx, remote, args, stdout, stderr)
+			return backup(ctx, remote, check, args, stdout, stderr)
 		},
 	}
 }
@@ -50,7 +57,7 @@ var CompactCommand = cli.Command{
 }
 
 const (
-	backupSynopsis  = "backup [--data-dir D] FILE"
+	backupSynopsis  = "backup [--data-dir D] [--force] FILE"
 	restoreSynopsis = "restore [--data-dir D] FILE"
 	compactSynopsis = "compact [--data-dir D]"
 )
@@ -65,9 +72,10 @@ func dataDirFlags(synopsis, about string, stderr io.Writer) (*cli.FlagSet, *stri
 
 func dbPath(dir string) string { return filepath.Join(dir, "leasehold.db") }
 
-func backup(ctx context.Context, remote RemoteBackup, args []string, stdout, stderr io.Writer) int {
-	fs, dir := dataDirFlags(backupSynopsis, "Writes a consistent copy of the database to FILE: from the file while no server\nruns, else through the running server. The copy is checked before it replaces FILE.", stderr)
+func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []string, stdout, stderr io.Writer) int {
+	fs, dir := dataDirFlags(backupSynopsis, "Writes a consistent copy of the database to FILE: from the file while no server\nruns, else through the running server. The copy is checked before it replaces FILE:\nits format, and every record, which must decode.", stderr)
 	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig `file` names (default: <data-dir>/kubeconfig when the database is in use)")
+	force := fs.Bool("force", false, "write the copy even when some records do not decode (they are named on stderr either way)")
 	file, err := fs.ParseWithArg(args, "FILE")
 	if code, stop := fs.Stop(err); stop {
 		return code
@@ -85,6 +93,13 @@ func backup(ctx context.Context, remote RemoteBackup, args []string, stdout, std
 	if err == nil {
 		err = boltdb.CheckFile(ctx, tmp.Name())
 	}
+	var bad []string
+	if err == nil && check != nil {
+		bad, err = undecodable(ctx, tmp.Name(), check, stderr)
+	}
+	if err == nil && len(bad) > 0 && !*force {
+		err = fmt.Errorf("%d record(s) do not decode, %s not written: delete them (DELETE with ignoreStoreReadErrorWithClusterBreakingPotential=true), or pass --force to keep them in the copy", len(bad), file)
+	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), file)
 	}
@@ -93,7 +108,24 @@ func backup(ctx context.Context, remote RemoteBackup, args []string, stdout, std
 		return cli.ExitFailure
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d bytes, %s)\n", file, n, via)
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "leasehold backup: warning: the copy holds %d record(s) that do not decode (--force)\n", len(bad))
+	}
 	return cli.ExitOK
+}
+
+// undecodable names on stderr, and returns, the keys of the records of
+// the store at path that check refuses.
+func undecodable(ctx context.Context, path string, check CheckValue, stderr io.Writer) ([]string, error) {
+	var bad []string
+	err := boltdb.ScanFile(ctx, path, func(key string, value []byte) error {
+		if cerr := check(key, value); cerr != nil {
+			bad = append(bad, key)
+			fmt.Fprintf(stderr, "leasehold backup: record %s does not decode: %v\n", key, cerr)
+		}
+		return nil
+	})
+	return bad, err
 }
 
 // backupTo copies the database to w: from the file when no server holds
