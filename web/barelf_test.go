@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +84,11 @@ func TestBareLFPipelined(t *testing.T) {
 func TestBareLFBodiesUntouched(t *testing.T) {
 	base := startServer(t, nil)
 	body := "{\n\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\n\n\"metadata\":{\"name\":\"lf\"}}"
-	header := "POST " + leasesPath + " HTTP/1.1\nHost: x\nContent-Type: application/json\nContent-Length: " + itoa(len(body)) + "\n\n"
+	header := "POST " + leasesPath + " HTTP/1.1\nHost: x\nContent-Type: application/json\nContent-Length: " + strconv.Itoa(len(body)) + "\n\n"
 	crlfHeader := strings.ReplaceAll(header, "\n", "\r\n")
 	crlfHeader = strings.Replace(crlfHeader, `"name":"lf"`, `"name":"lf2"`, 1)
 	body2 := strings.Replace(body, `"name":"lf"`, `"name":"lf2"`, 1)
-	crlfHeader = strings.Replace(crlfHeader, "Content-Length: "+itoa(len(body)), "Content-Length: "+itoa(len(body2)), 1)
+	crlfHeader = strings.Replace(crlfHeader, "Content-Length: "+strconv.Itoa(len(body)), "Content-Length: "+strconv.Itoa(len(body2)), 1)
 	rs := rawResponses(t, base, header+body+
 		crlfHeader+body2+
 		"GET "+leasesPath+"/lf2 HTTP/1.1\r\nHost: x\r\n\r\n", 3)
@@ -99,21 +100,8 @@ func TestBareLFBodiesUntouched(t *testing.T) {
 	// A bare-LF header block followed by a body that itself looks like
 	// a bare-LF request: the body stays a body.
 	smuggled := "GET /version HTTP/1.1\nHost: x\n\n"
-	rs = rawResponses(t, base, "POST "+leasesPath+" HTTP/1.1\nHost: x\nContent-Type: application/json\ncontent-length: "+itoa(len(smuggled))+"\n\n"+smuggled, 1)
+	rs = rawResponses(t, base, "POST "+leasesPath+" HTTP/1.1\nHost: x\nContent-Type: application/json\ncontent-length: "+strconv.Itoa(len(smuggled))+"\n\n"+smuggled, 1)
 	if rs[0].code != 400 || !strings.Contains(rs[0].body, `"reason":"BadRequest"`) {
 		t.Errorf("body that looks like a request: %d %s", rs[0].code, rs[0].body)
-	}
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
 	}
 }
