@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"strings"
@@ -65,9 +66,42 @@ func TestCRLFConnRewritesHeaderBlocksOnly(t *testing.T) {
 	}
 }
 
+// TestCRLFConnManyBareLFsFillReads: a header of many bare-LF lines is
+// delivered in full reads, not one read per line: fasthttp parses the
+// header again after every read that does not complete it.
+func TestCRLFConnManyBareLFsFillReads(t *testing.T) {
+	in := "GET / HTTP/1.1\nHost: x\n" + strings.Repeat("X-A: 1\n", 1500) + "\n"
+	want := strings.ReplaceAll(in, "\n", "\r\n")
+	client, server := net.Pipe()
+	defer server.Close()
+	go func() {
+		defer client.Close()
+		_, _ = io.WriteString(client, in)
+	}()
+	c := &crlfConn{Conn: server}
+	var out strings.Builder
+	buf := make([]byte, 4096)
+	reads := 0
+	for out.Len() < len(want) {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads++
+		out.Write(buf[:n])
+	}
+	if out.String() != want {
+		t.Fatalf("rewritten header differs (%d bytes, want %d)", out.Len(), len(want))
+	}
+	if most := len(want)/len(buf) + 3; reads > most {
+		t.Errorf("%d reads for %d bytes in buffers of %d, want at most %d", reads, len(want), len(buf), most)
+	}
+}
+
 // BenchmarkCRLFConnRead measures the cost on the common path: a CRLF
 // GET with typical client-go headers, read through the wrapper ("crlf")
-// and straight from the connection ("direct").
+// and straight from the connection ("direct"); "bare-lf" is the same
+// request with bare LFs, rewritten.
 func BenchmarkCRLFConnRead(b *testing.B) {
 	req := []byte("GET /apis/coordination.k8s.io/v1/namespaces/default/leases/my-lease HTTP/1.1\r\n" +
 		"Host: 127.0.0.1:8080\r\nUser-Agent: kube-controller-manager/v1.37.1 (linux/amd64) kubernetes/abc/leader-election\r\n" +
@@ -79,6 +113,7 @@ func BenchmarkCRLFConnRead(b *testing.B) {
 	}{
 		{"crlf", &crlfConn{Conn: &repeatConn{data: req}}},
 		{"direct", &repeatConn{data: req}},
+		{"bare-lf", &crlfConn{Conn: &repeatConn{data: bytes.ReplaceAll(req, []byte("\r\n"), []byte("\n"))}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			buf := make([]byte, 4096)

@@ -58,6 +58,7 @@ func TestBareLFRequestsAreServed(t *testing.T) {
 		"GET /version HTTP/1.1\r\nHost: x\nAccept: */*\n\n",
 		"GET /version HTTP/1.0\n\n",
 		"GET /version HTTP/1.1\nHost: x\nX-Folded: a\n b\n\n",
+		"GET /version HTTP/1.1\nHost: x\n" + strings.Repeat("X-A: 1\n", 1500) + "\n",
 	} {
 		r := rawResponses(t, base, raw, 1)[0]
 		r.expect(t, 200, version)
