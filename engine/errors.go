@@ -60,6 +60,8 @@ func formatRV(rev int64) string { return strconv.FormatInt(rev, 10) }
 
 // parseRV parses a resourceVersion parameter like upstream's
 // APIObjectVersioner: "" and "0" are 0; anything non-numeric is a 500.
+// Get and watch pass that error on as kube-apiserver's watch cache does;
+// a list answers listRV's 400 instead.
 func parseRV(rv string) (int64, error) {
 	if rv == "" || rv == "0" {
 		return 0, nil
@@ -72,6 +74,17 @@ func parseRV(rv string) (int64, error) {
 		return 0, unknownError(field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())}.ToAggregate().Error())
 	}
 	return int64(v), nil
+}
+
+// listRV parses a list's resourceVersion: a malformed one is the 400
+// storage.ValidateListOptions makes of the versioner's error, which
+// kube-apiserver checks before a list reaches its watch cache or etcd.
+func listRV(rv string) (int64, error) {
+	v, err := parseRV(rv)
+	if err != nil {
+		return 0, badRequest("invalid resource version: " + err.Error())
+	}
+	return v, nil
 }
 
 // tooLargeRV is the 504 for a resourceVersion the store has not reached.

@@ -124,9 +124,14 @@ func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQue
 func (e *Engine) listPage(ctx context.Context, k *kind, namespace string, q *listQuery, raw bool) (listResult, error) {
 	raw = raw && q.empty()
 	o := &q.opts
-	rv, err := parseRV(o.ResourceVersion)
-	if err != nil {
-		return listResult{}, err
+	var rv int64
+	if o.Continue == "" {
+		// With a continue token the resourceVersion may only be "" or
+		// "0" (checked below), so it is never parsed.
+		var err error
+		if rv, err = listRV(o.ResourceVersion); err != nil {
+			return listResult{}, err
+		}
 	}
 	prefix := k.listPrefix(namespace)
 	tokenPrefix := strings.TrimSuffix(prefix, "/")

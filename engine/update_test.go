@@ -90,6 +90,8 @@ func TestUpdate(t *testing.T) {
 			"the namespace of the object (other) does not match the namespace on the request (default)", ""},
 		{"bad RV syntax", "l1", func(l *coordinationv1.Lease) { l.ResourceVersion = "abc" }, nil, 500, "",
 			`strconv.ParseUint: parsing "abc": invalid syntax`, ""},
+		{"bad RV syntax on missing", "l8", func(l *coordinationv1.Lease) { l.Name = "l8"; l.UID = ""; l.ResourceVersion = "-1" }, nil, 500, "",
+			`strconv.ParseUint: parsing "-1": invalid syntax`, ""},
 		{"invalid spec", "l1", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr[int32](0) }, nil, 422, metav1.StatusReasonInvalid,
 			`Lease.coordination.k8s.io "l1" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0`, "Lease"},
 		{"invalid label once", "l1", func(l *coordinationv1.Lease) { l.Labels = map[string]string{"a": "-bad-"} }, nil, 422, metav1.StatusReasonInvalid, "", "Lease"},

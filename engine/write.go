@@ -63,6 +63,12 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 		if err != nil {
 			return writeResult{}, err
 		}
+		// Store.Update parses the new object's resourceVersion before it
+		// knows whether it creates, so a malformed one fails both ways.
+		newRV, err := objectRV(obj)
+		if err != nil {
+			return writeResult{}, err
+		}
 
 		if !exists {
 			e.fillSystemFields(obj)
@@ -88,10 +94,6 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 			return writeResult{obj: obj, created: true}, nil
 		}
 
-		newRV, err := objectRV(obj)
-		if err != nil {
-			return writeResult{}, err
-		}
 		if newRV == 0 {
 			// Upstream names the resource, not the kind, in this one.
 			qualifiedKind := schema.GroupKind{Group: k.gr.Group, Kind: k.gr.Resource}

@@ -214,6 +214,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
+	// Inside TLS: the rewrite reads the plain text of requests.
+	ln = crlfListener{ln}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	idleCtx, stopIdle := context.WithCancel(ctx)

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -134,10 +133,10 @@ func summarizeData(data []byte, maxLength int) string {
 	}
 }
 
-// deleteCodecs decode DeleteOptions bodies. Like upstream's
-// metainternalversion scheme they accept meta.k8s.io/v1, v1 and the
-// per-group DeleteOptions older clients send.
-var deleteCodecs = func() serializer.CodecFactory {
+// deleteScheme knows the DeleteOptions kinds a DELETE body may carry.
+// Like upstream's metainternalversion scheme it accepts meta.k8s.io/v1
+// and v1, plus the per-group DeleteOptions older clients send.
+var deleteScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
@@ -146,11 +145,21 @@ var deleteCodecs = func() serializer.CodecFactory {
 			s.AddKnownTypeWithName(gvk, &metav1.DeleteOptions{})
 		}
 	}
-	return serializer.NewCodecFactory(s)
+	return s
 }()
 
-// decodeDeleteOptions decodes a DELETE body. Failures are passed on as
-// plain errors, which kube-apiserver reports as a 500 without reason.
+// deleteCodecs decode DeleteOptions bodies.
+var deleteCodecs = serializer.NewCodecFactory(deleteScheme)
+
+// The scheme name in a DELETE body's "no kind is registered" error:
+// upstream's is metainternalversion's, as a -trimpath build names it.
+var (
+	deleteSchemeName         = fmt.Sprintf("in scheme %q", deleteScheme.Name())
+	upstreamDeleteSchemeName = `in scheme "pkg/apis/meta/internalversion/scheme/register.go:27"`
+)
+
+// decodeDeleteOptions decodes a DELETE body. A body that does not decode
+// is a 400 with the decoder's text, as handlers.DeleteResource answers.
 func decodeDeleteOptions(info *runtime.SerializerInfo, body []byte, into *metav1.DeleteOptions) error {
 	var dec runtime.Decoder
 	for _, i := range deleteCodecs.SupportedMediaTypes() {
@@ -164,10 +173,10 @@ func decodeDeleteOptions(info *runtime.SerializerInfo, body []byte, into *metav1
 	def := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
 	obj, _, err := dec.Decode(body, &def, into)
 	if err != nil {
-		return plainInternal(err)
+		return badRequestf("%s", strings.ReplaceAll(err.Error(), deleteSchemeName, upstreamDeleteSchemeName))
 	}
 	if obj != into {
-		return plainInternal(errors.New("decoded object cannot be converted to DeleteOptions"))
+		return badRequestf("decoded object cannot be converted to DeleteOptions")
 	}
 	return nil
 }

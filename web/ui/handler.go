@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
@@ -187,6 +189,12 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 }
 
 func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
+	if err := leaseNameError(ns, name); err != nil {
+		// No lease can have this name, so it has no history: a 404 like
+		// kube-apiserver's GET of such a lease, before any storage read.
+		h.writeError(rc, fasthttp.StatusNotFound, err)
+		return
+	}
 	out := Decisions{Items: []engine.DecisionRecord{}}
 	if src := h.opts.Sources.Decisions; src != nil {
 		items, err := src(rc, ns, name)
@@ -223,6 +231,19 @@ func (h *Handler) writeError(rc *fasthttp.RequestCtx, code int, err error) {
 	rc.SetContentType("application/json")
 	rc.Response.Header.Set("Cache-Control", "no-store")
 	rc.SetBody(b)
+}
+
+// leaseNameError reports why no Lease can live in namespace ns under
+// name: the namespace must be a DNS-1123 label and the name a DNS-1123
+// subdomain, as the API validates them on create.
+func leaseNameError(ns, name string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("no lease can be in namespace %q: %s", ns, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("no lease can be named %q: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // DecisionsPath parses the path of a lease's decision history,

@@ -134,3 +134,38 @@ func TestDecisionsErrorIsReported(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode(), resp.Body())
 	}
 }
+
+// TestDecisionsRefuseImpossibleNames: a namespace that is no DNS-1123
+// label or a name that is no DNS-1123 subdomain names no lease, so the
+// history endpoint answers 404 with the reason, without reading storage.
+func TestDecisionsRefuseImpossibleNames(t *testing.T) {
+	reads := 0
+	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
+		reads++
+		return nil, nil
+	}})
+	long := strings.Repeat("a", 254)
+	for _, c := range []struct{ path, body string }{
+		{"/ui/api/v1/namespaces/Default/leases/x/decisions",
+			`{"message":"no lease can be in namespace \"Default\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"}`},
+		{"/ui/api/v1/namespaces/" + strings.Repeat("n", 64) + "/leases/x/decisions",
+			`{"message":"no lease can be in namespace \"` + strings.Repeat("n", 64) + `\": must be no more than 63 characters"}`},
+		{"/ui/api/v1/namespaces/default/leases/a_b/decisions",
+			`{"message":"no lease can be named \"a_b\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"}`},
+		{"/ui/api/v1/namespaces/default/leases/" + long + "/decisions",
+			`{"message":"no lease can be named \"` + long + `\": must be no more than 253 characters"}`},
+	} {
+		resp, _ := get(t, h, "GET", c.path)
+		if resp.StatusCode() != http.StatusNotFound || string(resp.Body()) != c.body ||
+			string(resp.Header.ContentType()) != "application/json" {
+			t.Errorf("%.80s: %d %s\nwant 404 %s", c.path, resp.StatusCode(), resp.Body(), c.body)
+		}
+	}
+	if reads != 0 {
+		t.Errorf("storage read %d times for impossible names", reads)
+	}
+	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/kube-system/leases/"+strings.Repeat("a", 253)+"/decisions")
+	if resp.StatusCode() != http.StatusOK || string(resp.Body()) != `{"available":true,"items":[]}` || reads != 1 {
+		t.Errorf("longest valid name: %d %s (reads %d)", resp.StatusCode(), resp.Body(), reads)
+	}
+}
