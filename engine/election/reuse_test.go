@@ -95,13 +95,13 @@ func TestReuseBounds(t *testing.T) {
 	lv := leaseView{exists: true, obj: &coordinationv1.Lease{}, live: true, holder: "a"}
 	key := c.decisionKey(strat, lv, nil, m, now)
 	m.last = &lastDecision{key: key, at: now, resyncs: c.resyncs.Load(), live: true}
-	if _, ok := c.reusable(m, strat, key, lv, now); !ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now); !ok {
 		t.Fatal("fresh decision not reusable")
 	}
-	if _, ok := c.reusable(m, strat, key, leaseView{exists: true, obj: lv.obj, holder: "a"}, now); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, leaseView{exists: true, obj: lv.obj, holder: "a"}, now); ok {
 		t.Error("decision reused on an expired lease")
 	}
-	if _, ok := c.reusable(m, strat, key, lv, now.Add(DefaultResyncPeriod)); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now.Add(DefaultResyncPeriod)); ok {
 		t.Error("decision reused after ResyncPeriod")
 	}
 	other := &counting{name: strat.name, sha: "beef"}
@@ -109,7 +109,7 @@ func TestReuseBounds(t *testing.T) {
 		t.Error("another module version has the same decision key")
 	}
 	c.Resync()
-	if _, ok := c.reusable(m, strat, key, lv, now); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now); ok {
 		t.Error("decision reused after Resync")
 	}
 }
