@@ -133,7 +133,9 @@ func TestPreemptionAndHandover(t *testing.T) {
 		t.Errorf("acquireTime not advanced: %v -> %v", first.Spec.AcquireTime, l.Spec.AcquireTime)
 	}
 	recs := env.settledDecisions("kcm")
-	if countAction(recs, "prefer") != 1 || countAction(recs, "grant") != 2 {
+	// A write may conflict with b's renewals and be retried: each try is
+	// recorded, and exactly one of each succeeded.
+	if countDone(recs, "prefer") != 1 || countDone(recs, "grant") != 2 {
 		t.Fatalf("decisions = %+v", recs)
 	}
 	if st := env.c.Stats(); st.Preemptions != 1 {

@@ -214,6 +214,17 @@ func countAction(recs []engine.DecisionRecord, action string) int {
 	return n
 }
 
+// countDone counts the records of action whose write succeeded.
+func countDone(recs []engine.DecisionRecord, action string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Action == action && r.Outcome == "ok" {
+			n++
+		}
+	}
+	return n
+}
+
 // member emulates one client-go process: a LeaseCandidate runner that
 // answers pings (NewCandidate) and, optionally, a coordinated elector
 // that only renews a lease the controller gave it (LeaderElector with
