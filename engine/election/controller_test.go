@@ -330,7 +330,7 @@ func TestGarbageCollection(t *testing.T) {
 		return e != nil && !e.renewAt.Before(renewed)
 	})
 	clock.jump(15 * time.Minute)
-	if n := env.c.CollectGarbage(ctx); n != 1 {
+	if n := env.collectUntilGone("stale"); n != 1 {
 		t.Fatalf("collected %d candidates, want 1", n)
 	}
 	if _, err := env.e.Get(ctx, env.cands, "stale", &metav1.GetOptions{}); err == nil {
@@ -390,7 +390,7 @@ func TestInjectedClockCandidateValidity(t *testing.T) {
 	if l := env.lease("kcm"); !l.Spec.RenewTime.Time.Before(jumped) {
 		t.Errorf("granted to expired candidates after the jump: %+v", l.Spec)
 	}
-	if n := env.c.CollectGarbage(context.Background()); n != 2 {
+	if n := env.collectUntilGone("a", "b"); n != 2 {
 		t.Fatalf("collected %d candidates after 31 min, want 2", n)
 	}
 }

@@ -151,6 +151,26 @@ func (env *testEnv) candidateSynced(name string) {
 	})
 }
 
+// collectUntilGone runs the candidate GC until the named candidates are
+// deleted and returns how many candidates it deleted in all. One run may
+// rightly spare a stale candidate: one that changed since the cache
+// judged it (a ping the controller was still writing) is left for the
+// next run.
+func (env *testEnv) collectUntilGone(names ...string) int {
+	env.t.Helper()
+	n := 0
+	env.eventually(2*time.Second, "stale candidates collected", func() bool {
+		n += env.c.CollectGarbage(context.Background())
+		for _, name := range names {
+			if _, err := env.e.Get(context.Background(), env.cands, name, &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	})
+	return n
+}
+
 func (env *testEnv) lease(name string) *coordinationv1.Lease {
 	env.t.Helper()
 	o, err := env.e.Get(context.Background(), env.leases, name, &metav1.GetOptions{})
