@@ -21,6 +21,7 @@ func BenchmarkDecide(b *testing.B) {
 	byName := map[string]*candEntry{}
 	for _, name := range []string{"a", "b", "c"} {
 		e := &candEntry{obj: candidateObj(name, "1.30.0", strat.name), renewAt: now, pingAt: now.Add(-time.Millisecond), ackAt: now}
+		e.obj.Spec.EmulationVersion = "1.30.0"
 		valid = append(valid, e)
 		byName[name] = e
 	}
