@@ -160,7 +160,9 @@ func (p *poisoned) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, er
 // visible: a better candidate joining it is preferred at once.
 func TestModuleTimeoutOnOneLeaseOnly(t *testing.T) {
 	opts := fastOptions()
-	opts.DecideTimeout = 50 * time.Millisecond
+	// Long enough that a healthy call, descheduled on a loaded machine,
+	// does not time out too; the poisoned one costs it once.
+	opts.DecideTimeout = 500 * time.Millisecond
 	opts.FailureBackoff = time.Hour
 	strat := &poisoned{lease: "poison"}
 	opts.Registry = NewStaticRegistry(NativeOldest, strat)

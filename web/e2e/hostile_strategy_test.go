@@ -113,7 +113,10 @@ func TestE2EHostileStrategyIsolation(t *testing.T) {
 	t.Parallel()
 	plugins := t.TempDir()
 	sum := installPlugin(t, plugins, "selective.wasm", watToWasm(t, selectiveWAT()))
-	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "200ms")
+	// The default deadline: a healthy decision (a fresh instance, a scan
+	// of the input) must fit in it on a loaded machine; the poisoned lease
+	// costs the election worker one such deadline per backoff window.
+	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "1s")
 	if m, ok := moduleStatus(t, ts, selectiveStrategy); !ok || !m.Active || m.SHA256 != sum {
 		t.Fatalf("selective module not serving: %+v (log:\n%s)", m, ts.Log())
 	}
