@@ -8,21 +8,28 @@ import (
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
-// moduleBackoff remembers strategy modules that failed recently. A module
-// that loops costs a whole DecideTimeout per call on the single worker, so
-// calling it on every reconcile of every lease that uses it would delay
+// moduleBackoff remembers which strategy modules failed recently on which
+// lease. A module that loops costs a whole DecideTimeout per call on the
+// single worker, so calling it on every reconcile of a lease would delay
 // all elections by seconds; within its backoff window it is not called
-// and the fallback decides instead (which never preempts a live holder).
+// for that lease and the fallback decides instead (which never preempts a
+// live holder).
 //
-// Entries are keyed by strategy name and hold the failing module's
-// identity (moduleString: name, version, sha256): a reload that loads
-// another module under the name starts afresh, since the new code may
-// well work, while a reload of the same bytes keeps the window.
+// Windows are per (lease, strategy), never per module alone: a module
+// that fails on one lease's input (one candidate's labels, one lease's
+// history) keeps deciding every other lease. Each entry holds the failing
+// module's identity (moduleString: name, version, sha256): a reload that
+// loads another module under the name starts afresh, since the new code
+// may well work, while a reload of the same bytes keeps the window.
+//
+// Memory: at most one entry per (cached lease, strategy tried on it: the
+// lease's and the configured fallback), dropped on success, on another
+// module version, and when the controller forgets the lease.
 type moduleBackoff struct {
 	base, limit time.Duration
 
 	mu sync.Mutex
-	m  map[string]*backoffEntry
+	m  map[leaseKey]map[string]*backoffEntry
 }
 
 type backoffEntry struct {
@@ -37,47 +44,61 @@ type backoffEntry struct {
 }
 
 func newModuleBackoff(base, limit time.Duration) *moduleBackoff {
-	return &moduleBackoff{base: base, limit: limit, m: map[string]*backoffEntry{}}
+	return &moduleBackoff{base: base, limit: limit, m: map[leaseKey]map[string]*backoffEntry{}}
 }
 
-// entry returns the live entry for s, dropping one left by another module.
-// b.mu is held.
-func (b *moduleBackoff) entry(s abi.Strategy) *backoffEntry {
-	e := b.m[s.Name()]
+// entry returns the live entry of s on k, dropping one left by another
+// module. b.mu is held.
+func (b *moduleBackoff) entry(k leaseKey, s abi.Strategy) *backoffEntry {
+	e := b.m[k][s.Name()]
 	if e != nil && e.module != moduleString(s.Module()) {
-		delete(b.m, s.Name())
+		b.drop(k, s.Name())
 		return nil
 	}
 	return e
 }
 
+// drop deletes the entry of strategy on k; b.mu is held.
+func (b *moduleBackoff) drop(k leaseKey, strategy string) {
+	byName := b.m[k]
+	delete(byName, strategy)
+	if len(byName) == 0 {
+		delete(b.m, k)
+	}
+}
+
 // blocked returns a non-nil error (wrapping the module's last failure, so
-// ErrStrategyFailed too) while s must not be called.
-func (b *moduleBackoff) blocked(s abi.Strategy, now time.Time) error {
+// ErrStrategyFailed too) while s must not be called for k.
+func (b *moduleBackoff) blocked(k leaseKey, s abi.Strategy, now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.entry(s)
+	e := b.entry(k, s)
 	if e == nil || !now.Before(e.until) {
 		return nil
 	}
-	return fmt.Errorf("%w (not called again for %v: backing off)", e.err, e.until.Sub(now).Round(time.Millisecond))
+	return fmt.Errorf("%w (not called again on this lease for %v: backing off)", e.err, e.until.Sub(now).Round(time.Millisecond))
 }
 
-// active reports whether s is within a backoff window.
-func (b *moduleBackoff) active(s abi.Strategy, now time.Time) bool {
-	return b.blocked(s, now) != nil
+// active reports whether s is within a backoff window on k.
+func (b *moduleBackoff) active(k leaseKey, s abi.Strategy, now time.Time) bool {
+	return b.blocked(k, s, now) != nil
 }
 
-// failed opens (or, after a window ended, doubles) the window of s and
-// returns its length.
-func (b *moduleBackoff) failed(s abi.Strategy, err error, now time.Time) time.Duration {
+// failed opens (or, after a window ended, doubles) the window of s on k
+// and returns its length.
+func (b *moduleBackoff) failed(k leaseKey, s abi.Strategy, err error, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.entry(s)
+	e := b.entry(k, s)
 	switch {
 	case e == nil:
 		e = &backoffEntry{module: moduleString(s.Module()), delay: b.base}
-		b.m[s.Name()] = e
+		byName := b.m[k]
+		if byName == nil {
+			byName = map[string]*backoffEntry{}
+			b.m[k] = byName
+		}
+		byName[s.Name()] = e
 	case !now.Before(e.until):
 		e.delay = min(2*e.delay, b.limit)
 	}
@@ -85,11 +106,26 @@ func (b *moduleBackoff) failed(s abi.Strategy, err error, now time.Time) time.Du
 	return e.delay
 }
 
-// succeeded forgets the failures of s.
-func (b *moduleBackoff) succeeded(s abi.Strategy) {
+// succeeded forgets the failures of s on k.
+func (b *moduleBackoff) succeeded(k leaseKey, s abi.Strategy) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.entry(s) != nil {
-		delete(b.m, s.Name())
+	if b.entry(k, s) != nil {
+		b.drop(k, s.Name())
 	}
+}
+
+// forget drops every window of k, whose lease the controller no longer
+// follows.
+func (b *moduleBackoff) forget(k leaseKey) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, k)
+}
+
+// leases is how many leases have a window (or a failure count) open.
+func (b *moduleBackoff) leases() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.m)
 }

@@ -121,8 +121,10 @@ func TestCandidateForPlainLease(t *testing.T) {
 		env := newEnv(t, fastOptions())
 		ctx := context.Background()
 		held := plainLease("kcm", "someone", time.Now())
-		one := int32(1)
-		held.Spec.LeaseDurationSeconds = &one
+		// Renewed every 200 ms: 3 s leaves a starved renewer room before
+		// the lease expires and the controller rightly takes it.
+		three := int32(3)
+		held.Spec.LeaseDurationSeconds = &three
 		first := env.createLease(held)
 		env.run()
 		// A plain elector keeps renewing: the lease stays its own, and a
@@ -148,7 +150,7 @@ func TestCandidateForPlainLease(t *testing.T) {
 		}()
 		env.join("a", "kcm", "1.30.0", "1.30.0")
 		env.eventually(2*time.Second, "lease learned", func() bool { return env.cachedLease("kcm") != nil })
-		time.Sleep(1500 * time.Millisecond)
+		env.eventually(2*time.Second, "a decision on the held lease", func() bool { return env.c.Stats().Decisions > 0 })
 		if h, p := env.holder("kcm"), env.preferred("kcm"); h != "someone" || p != "" {
 			t.Fatalf("holder %q, preferredHolder %q while the plain elector renews", h, p)
 		}
@@ -363,6 +365,8 @@ func TestStaleCopyOfDeletedLease(t *testing.T) {
 	if _, _, err := env.e.Delete(ctx, env.cands, "a", &metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete candidate: %v", err)
 	}
+	// Seen before the lease goes, or the controller may create it anew for a.
+	env.candidateSynced("a")
 	stale := env.lease("kcm").DeepCopy()
 	if _, _, err := env.e.Delete(ctx, env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete lease: %v", err)

@@ -72,6 +72,9 @@ func TestGrantOldestAckedCandidate(t *testing.T) {
 
 func TestPingWithoutAckIsNotGranted(t *testing.T) {
 	opts := fastOptions()
+	// Longer than the test on any machine: a re-ping seen below is one
+	// the controller should not have sent, not a slow test.
+	opts.UnresponsiveRetry = time.Hour
 	env := newEnv(t, opts)
 	silent := env.join("silent", "sched", "1.29.0", "1.29.0") // best, never acks
 	silent.ack.Store(false)
@@ -89,7 +92,8 @@ func TestPingWithoutAckIsNotGranted(t *testing.T) {
 	firstPing := o.(metav1.Object).GetResourceVersion()
 	// "live" does not renew the lease, so it expires every second and is
 	// re-granted; the silent candidate is not re-pinged each round.
-	time.Sleep(1500 * time.Millisecond)
+	grants := env.c.Stats().Grants
+	env.eventually(3*time.Second, "two more rounds", func() bool { return env.c.Stats().Grants >= grants+2 })
 	o, _ = env.e.Get(context.Background(), env.cands, "silent", &metav1.GetOptions{})
 	if rv := o.(metav1.Object).GetResourceVersion(); rv != firstPing {
 		t.Errorf("unresponsive candidate re-pinged within UnresponsiveRetry (rv %s -> %s)", firstPing, rv)
@@ -129,7 +133,9 @@ func TestPreemptionAndHandover(t *testing.T) {
 		t.Errorf("acquireTime not advanced: %v -> %v", first.Spec.AcquireTime, l.Spec.AcquireTime)
 	}
 	recs := env.settledDecisions("kcm")
-	if countAction(recs, "prefer") != 1 || countAction(recs, "grant") != 2 {
+	// A write may conflict with b's renewals and be retried: each try is
+	// recorded, and exactly one of each succeeded.
+	if countDone(recs, "prefer") != 1 || countDone(recs, "grant") != 2 {
 		t.Fatalf("decisions = %+v", recs)
 	}
 	if st := env.c.Stats(); st.Preemptions != 1 {
@@ -217,9 +223,9 @@ func TestStrategyConflict(t *testing.T) {
 	a := env.joinWith("a", "kcm", "1.30.0", "1.31.0", abi.BuiltinStrategy)
 	env.joinWith("b", "kcm", "1.30.0", "1.31.0", "example.com/x")
 	env.run()
-	time.Sleep(500 * time.Millisecond)
+	env.eventually(2*time.Second, "conflict seen", func() bool { return env.c.Stats().Conflicts > 0 })
 	a.renewCandidate(context.Background()) // more events: still one incident
-	time.Sleep(300 * time.Millisecond)
+	env.candidateSynced("a")
 	if l := env.lease("kcm"); l != nil {
 		t.Fatalf("lease created despite the conflict: %+v", l.Spec)
 	}
@@ -243,11 +249,11 @@ func TestUnknownStrategyAbstainsUntilLoaded(t *testing.T) {
 	env.joinWith("a", "sched", "1.30.0", "1.30.0", "example.com/newest")
 	env.joinWith("b", "sched", "1.31.0", "1.31.0", "example.com/newest")
 	env.run()
-	time.Sleep(500 * time.Millisecond)
+	env.eventually(2*time.Second, "abstention recorded", func() bool { return countAction(env.decisions("sched"), "abstain") > 0 })
 	if l := env.lease("sched"); l != nil {
 		t.Fatalf("lease created for an unknown strategy: %+v", l.Spec)
 	}
-	if recs := env.decisions("sched"); countAction(recs, "abstain") != 1 {
+	if recs := env.settledDecisions("sched"); countAction(recs, "abstain") != 1 {
 		t.Fatalf("decisions = %+v", recs)
 	}
 	// Hot reload: the module appears; a resync elects with it.
@@ -264,7 +270,9 @@ func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
 	for _, mode := range []string{"error", "unknown-name", "panic", "bad-action", "timeout"} {
 		t.Run(mode, func(t *testing.T) {
 			opts := fastOptions()
-			opts.DecideTimeout = 50 * time.Millisecond
+			// Not much shorter: the fallback's call has the same deadline,
+			// and a descheduled call past it would fail too.
+			opts.DecideTimeout = 250 * time.Millisecond
 			opts.Registry = NewStaticRegistry(NativeOldest, broken{mode: mode})
 			env := newEnv(t, opts)
 			b := env.joinWith("b", "kcm", "1.31.0", "1.31.0", "example.com/broken")
@@ -276,9 +284,11 @@ func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
 				string(*l.Spec.Strategy) != "example.com/broken" {
 				t.Fatalf("lease = %+v %v", l.Spec, l.Annotations)
 			}
-			// A better candidate: the fallback must not preempt b.
+			// A better candidate: the fallback must not preempt b. The module
+			// is backing off, so the decision on a counts in backedOff.
+			backedOff := env.c.stats.backedOff.Load()
 			env.joinWith("a", "kcm", "1.30.0", "1.30.0", "example.com/broken")
-			time.Sleep(700 * time.Millisecond)
+			env.eventually(2*time.Second, "decision on a", func() bool { return env.c.stats.backedOff.Load() > backedOff })
 			if p, h := env.preferred("kcm"), env.holder("kcm"); p != "" || h != "b" || !b.leading.Load() {
 				t.Fatalf("preferredHolder %q, holder %q after fallback", p, h)
 			}
@@ -293,30 +303,42 @@ func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
 	}
 }
 
+// TestGarbageCollection: with the default 30 min validity on an injected
+// clock, a candidate that stopped renewing is deleted and one that renews
+// is kept; orphan histories go, and so does the history of a lease
+// deleted with its candidates.
 func TestGarbageCollection(t *testing.T) {
+	ctx := context.Background()
+	clock := &offsetClock{}
 	opts := fastOptions()
-	opts.CandidateValidity = 400 * time.Millisecond
+	opts.Now = clock.Now
 	env := newEnv(t, opts)
 	stale := env.join("stale", "kcm", "1.30.0", "1.30.0")
 	fresh := env.join("fresh", "kcm", "1.31.0", "1.31.0")
 	env.run()
 	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") != "" })
 	stale.stop()
-	if err := env.e.RecordDecision(context.Background(), testNS, "ghost", DecisionRecordForTest("x"), 0); err != nil {
+	env.candidateSynced("stale")
+	if err := env.e.RecordDecision(ctx, testNS, "ghost", DecisionRecordForTest("x"), 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(700 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		fresh.renewCandidate(context.Background())
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := env.c.CollectGarbage(context.Background()); n != 1 {
+	// 20 min on, fresh renews (stale cannot); 15 min later only stale is
+	// past the validity.
+	clock.jump(20 * time.Minute)
+	renewed := clock.Now()
+	fresh.renewCandidate(ctx)
+	env.eventually(2*time.Second, "fresh's renewal seen", func() bool {
+		e := env.cachedCandidate("kcm", "fresh")
+		return e != nil && !e.renewAt.Before(renewed)
+	})
+	clock.jump(15 * time.Minute)
+	if n := env.collectUntilGone("stale"); n != 1 {
 		t.Fatalf("collected %d candidates, want 1", n)
 	}
-	if _, err := env.e.Get(context.Background(), env.cands, "stale", &metav1.GetOptions{}); err == nil {
+	if _, err := env.e.Get(ctx, env.cands, "stale", &metav1.GetOptions{}); err == nil {
 		t.Error("stale candidate survived")
 	}
-	if _, err := env.e.Get(context.Background(), env.cands, "fresh", &metav1.GetOptions{}); err != nil {
+	if _, err := env.e.Get(ctx, env.cands, "fresh", &metav1.GetOptions{}); err != nil {
 		t.Errorf("fresh candidate: %v", err)
 	}
 	if recs := env.decisions("ghost"); len(recs) != 0 {
@@ -325,12 +347,16 @@ func TestGarbageCollection(t *testing.T) {
 	if recs := env.decisions("kcm"); len(recs) == 0 {
 		t.Error("live lease history collected")
 	}
-	// Deleting the lease and its candidates deletes its history.
+	// Deleting the lease and its candidates deletes its history. The
+	// candidate goes first and the controller sees it go: otherwise it
+	// may see the lease deleted while its candidate still waits, and
+	// rightly create the lease again for it.
 	fresh.stop()
-	if _, _, err := env.e.Delete(context.Background(), env.cands, "fresh", &metav1.DeleteOptions{}); err != nil {
+	if _, _, err := env.e.Delete(ctx, env.cands, "fresh", &metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := env.e.Delete(context.Background(), env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
+	env.candidateSynced("fresh")
+	if _, _, err := env.e.Delete(ctx, env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	env.eventually(2*time.Second, "history deleted with the lease", func() bool { return len(env.decisions("kcm")) == 0 })
@@ -344,49 +370,30 @@ func TestInjectedClockCandidateValidity(t *testing.T) {
 	opts := fastOptions()
 	opts.Now = clock.Now
 	env := newEnv(t, opts)
-	env.join("a", "kcm", "1.30.0", "1.30.0")
-	env.join("b", "kcm", "1.31.0", "1.31.0")
+	a := env.join("a", "kcm", "1.30.0", "1.30.0")
+	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	env.run()
 	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") == "a" })
 	if n := env.c.CollectGarbage(context.Background()); n != 0 {
 		t.Fatalf("collected %d fresh candidates", n)
 	}
+	// No ack may land after the jump: it would renew a candidate on the
+	// controller's clock.
+	a.stop()
+	b.stop()
+	env.candidateSynced("a")
+	env.candidateSynced("b")
 	clock.jump(31 * time.Minute)
+	jumped := clock.Now()
 	env.c.Resync()
-	grants := env.c.Stats().Grants
+	// A grant writes renewTime from the controller's clock: none may be
+	// from after the jump. (A grant decided before it may still land.)
 	time.Sleep(200 * time.Millisecond)
-	if g := env.c.Stats().Grants; g != grants {
-		t.Errorf("granted to expired candidates (%d -> %d grants)", grants, g)
+	if l := env.lease("kcm"); !l.Spec.RenewTime.Time.Before(jumped) {
+		t.Errorf("granted to expired candidates after the jump: %+v", l.Spec)
 	}
-	if n := env.c.CollectGarbage(context.Background()); n != 2 {
+	if n := env.collectUntilGone("a", "b"); n != 2 {
 		t.Fatalf("collected %d candidates after 31 min, want 2", n)
-	}
-}
-
-// TestFailoverTime kills the holder of a lease renewed with 4 s leases
-// (the kube-apiserver measurement: ~9.5 s) with the default timings.
-func TestFailoverTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes ~6 s")
-	}
-	env := newEnv(t, Options{})
-	var ms []*member
-	for _, v := range []struct{ name, emu string }{{"a", "1.30.0"}, {"b", "1.31.0"}, {"c", "1.32.0"}} {
-		m := env.join(v.name, "kcm", v.emu, "1.32.0")
-		m.leaseDur = 4
-		m.elect.Store(true)
-		ms = append(ms, m)
-	}
-	env.run()
-	env.eventually(8*time.Second, "a leads", ms[0].leading.Load)
-	time.Sleep(300 * time.Millisecond)
-	ms[0].stop()
-	killed := time.Now()
-	env.eventually(9500*time.Millisecond, "b leads", ms[1].leading.Load)
-	d := time.Since(killed)
-	t.Logf("failover with 4 s leases: %v from kill to the new leader's first renewal", d.Round(time.Millisecond))
-	if d > 6500*time.Millisecond {
-		t.Errorf("failover took %v, want well under kube-apiserver's ~9.5 s", d)
 	}
 }
 

@@ -56,13 +56,20 @@ type decision struct {
 	failure error
 }
 
+// progressCheck judges a well-formed decision against what the controller
+// knows of the candidates' liveness: a non-nil error (see stalls) makes
+// the decision a strategy failure.
+type progressCheck func(*abi.Decision) error
+
 // decide asks s, then on any failure the configured fallback, then the
 // native OldestEmulationVersion. Every answer is validated against in
 // (known action, only candidate names, each once), so a module can never
-// make the controller grant to a name that is not a live candidate. A
-// module within its failure backoff is not called: it counts as failed.
-func (c *Controller) decide(ctx context.Context, s abi.Strategy, in *abi.Input) decision {
-	d, err := c.guardedCall(ctx, s, in)
+// make the controller grant to a name that is not a live candidate, and
+// then judged by progress, so that a module cannot stop an election with
+// a well-formed answer either. A module within its failure backoff on
+// lease k is not called: it counts as failed.
+func (c *Controller) decide(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck) decision {
+	d, err := c.guardedCall(ctx, k, s, in, progress)
 	if err == nil {
 		return decision{d: d, module: s.Module(), strategy: s.Name()}
 	}
@@ -73,7 +80,7 @@ func (c *Controller) decide(ctx context.Context, s abi.Strategy, in *abi.Input) 
 		}
 		fin := *in
 		fin.Strategy = fb.Name()
-		fd, ferr := c.guardedCall(ctx, fb, &fin)
+		fd, ferr := c.guardedCall(ctx, k, fb, &fin, progress)
 		if ferr == nil {
 			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err}
 		}
@@ -84,28 +91,40 @@ func (c *Controller) decide(ctx context.Context, s abi.Strategy, in *abi.Input) 
 		module: NativeOldest.Module(), strategy: NativeOldest.Name(), fallback: true, failure: err}
 }
 
-// guardedCall is call behind the module's failure backoff. The native
-// strategy is exempt: it is plain Go that cannot loop, and the last resort.
-func (c *Controller) guardedCall(ctx context.Context, s abi.Strategy, in *abi.Input) (*abi.Decision, error) {
+// guardedCall is call behind the module's failure backoff on lease k,
+// followed by the progress check. The native strategy is exempt from
+// both: it is plain Go that cannot loop, and the last resort. Built-in
+// modules (the embedded OldestEmulationVersion) are exempt from the
+// progress check only: they are the reference the check falls back to,
+// and their rules (e.g. no candidate with valid versions: nobody is
+// eligible) stand.
+func (c *Controller) guardedCall(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck) (*abi.Decision, error) {
 	native := sameStrategy(s, NativeOldest)
 	if !native {
-		if err := c.backoff.blocked(s, c.now()); err != nil {
+		if err := c.backoff.blocked(k, s, c.now()); err != nil {
 			c.stats.backedOff.Add(1)
 			return nil, err
 		}
 	}
 	d, err := c.call(ctx, s, in)
+	if err == nil && !native && progress != nil && !s.Module().Builtin {
+		if perr := progress(d); perr != nil {
+			c.stats.stalls.Add(1)
+			d, err = nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), perr)
+		}
+	}
 	if err != nil {
 		c.stats.strategyErrors.Add(1)
 		if !native {
 			// The window starts after the call, which may have taken the
 			// whole DecideTimeout.
-			wait := c.backoff.failed(s, err, c.now())
-			c.log.Debug("Strategy module backing off", "strategy", s.Name(), "module", moduleString(s.Module()), "for", wait)
+			wait := c.backoff.failed(k, s, err, c.now())
+			c.log.Debug("Strategy module backing off", "lease", k.String(), "strategy", s.Name(),
+				"module", moduleString(s.Module()), "for", wait)
 		}
 		return nil, err
 	}
-	c.backoff.succeeded(s)
+	c.backoff.succeeded(k, s)
 	return d, nil
 }
 

@@ -7,12 +7,15 @@
 // WebAssembly modules run by plugins/host; the contract lives in
 // plugins/abi, and this package keeps every safety rule: a decision's
 // deadline (Options.DecideTimeout, through its context), validation of
-// the answer against the candidates, failure backoff, and: a live lease is never handed to another identity
-// (only preferredHolder is set), grants go only to candidates that
-// answered in this round, a decision naming a non-candidate (or any other
-// invalid answer, error, panic or timeout) counts as a strategy failure,
-// and a failing strategy falls back to Options.Fallback, then to the
-// native OldestEmulationVersion, without preempting anybody.
+// the answer against the candidates, a progress check, failure backoff,
+// and: a live lease is never handed to another identity (only
+// preferredHolder is set), grants go only to candidates that answered in
+// this round, a decision naming a non-candidate (or any other invalid
+// answer, error, panic or timeout) counts as a strategy failure, so does
+// a well-formed one that elects nobody on a vacant lease while a
+// candidate answered (progress.go), and a failing strategy falls back to
+// Options.Fallback, then to the native OldestEmulationVersion, without
+// preempting anybody.
 //
 // The Controller (New, Run) is compatible with client-go's
 // leaderelection.NewCandidate and LeaderElector{Coordinated: true} as
@@ -60,11 +63,19 @@
 //     plain client-go lease costs a map lookup per renewal, not a copy
 //     and a reconcile; when its first candidate appears, the lease is
 //     read from the engine before the decision (concern.go).
-//   - A strategy module that failed is not called again for a backoff
-//     window (FailureBackoff doubling to MaxFailureBackoff, reset on
-//     success or when another module version is loaded); the fallback
-//     decides meanwhile, so a looping module costs one timeout per window
-//     instead of one per event of every lease using it.
+//   - A strategy module that failed on a lease is not called again for
+//     that lease for a backoff window (FailureBackoff doubling to
+//     MaxFailureBackoff, reset on success or when another module version
+//     is loaded); the fallback decides meanwhile, so a looping module
+//     costs one timeout per window and lease instead of one per event.
+//     Windows and failure incidents are per (lease, module): an input
+//     that makes a module fail on one lease leaves it deciding the
+//     others.
+//   - A well-formed decision that would leave a vacant lease waiting on
+//     candidates that do not answer (say, ranking only the dead holder)
+//     while another candidate answered is a strategy failure too; a
+//     ranking that made no progress has the candidates it left out
+//     pinged, so that the controller learns whether one is alive.
 //   - Every decision is auditable: grants annotate the Lease
 //     (AnnotationStrategy, AnnotationModule, AnnotationReason,
 //     AnnotationFallbackFrom) and each decision is appended to a bounded

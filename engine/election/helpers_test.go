@@ -114,6 +114,63 @@ func (env *testEnv) eventually(d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// cachedCandidate is the controller's copy of a candidate of lease, nil
+// if not cached.
+func (env *testEnv) cachedCandidate(lease, name string) *candEntry {
+	env.c.mu.Lock()
+	defer env.c.mu.Unlock()
+	if e := env.c.cands[leaseKey{testNS, lease}][name]; e != nil {
+		cp := *e
+		return &cp
+	}
+	return nil
+}
+
+// candidateSynced waits until the controller's cache holds candidate
+// name as stored now (or, deleted, not at all): every write to it so far
+// has reached the controller, so none can arrive later.
+func (env *testEnv) candidateSynced(name string) {
+	env.t.Helper()
+	var want int64 // resourceVersion; 0 if deleted
+	o, err := env.e.Get(context.Background(), env.cands, name, &metav1.GetOptions{})
+	switch {
+	case err == nil:
+		want = rvOf(o.(*coordinationv1beta1.LeaseCandidate))
+	case !apierrors.IsNotFound(err):
+		env.t.Fatalf("get candidate %s: %v", name, err)
+	}
+	env.eventually(2*time.Second, "controller caught up with candidate "+name, func() bool {
+		env.c.mu.Lock()
+		defer env.c.mu.Unlock()
+		for _, byName := range env.c.cands {
+			if e := byName[name]; e != nil {
+				return want > 0 && rvOf(e.obj) >= want
+			}
+		}
+		return want == 0
+	})
+}
+
+// collectUntilGone runs the candidate GC until the named candidates are
+// deleted and returns how many candidates it deleted in all. One run may
+// rightly spare a stale candidate: one that changed since the cache
+// judged it (a ping the controller was still writing) is left for the
+// next run.
+func (env *testEnv) collectUntilGone(names ...string) int {
+	env.t.Helper()
+	n := 0
+	env.eventually(2*time.Second, "stale candidates collected", func() bool {
+		n += env.c.CollectGarbage(context.Background())
+		for _, name := range names {
+			if _, err := env.e.Get(context.Background(), env.cands, name, &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	})
+	return n
+}
+
 func (env *testEnv) lease(name string) *coordinationv1.Lease {
 	env.t.Helper()
 	o, err := env.e.Get(context.Background(), env.leases, name, &metav1.GetOptions{})
@@ -171,6 +228,17 @@ func countAction(recs []engine.DecisionRecord, action string) int {
 	n := 0
 	for _, r := range recs {
 		if r.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// countDone counts the records of action whose write succeeded.
+func countDone(recs []engine.DecisionRecord, action string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Action == action && r.Outcome == "ok" {
 			n++
 		}
 	}

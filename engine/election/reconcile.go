@@ -101,11 +101,12 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		forRound(valid, lv.roundStart())
 	}
 
-	dec, trigger := c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now)
 	byName := make(map[string]*candEntry, len(valid))
 	for _, e := range valid {
 		byName[e.obj.Name] = e
 	}
+	progress := func(d *abi.Decision) error { return c.stalls(d, lv, valid, byName, now) }
+	dec, trigger := c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
 	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
 		strategy: strategy, dec: dec, trigger: trigger}
 	return earliest(next, act.run(ctx))
@@ -160,8 +161,11 @@ func (a *action) run(ctx context.Context) time.Time {
 		if a.lv.preferred != "" {
 			a.clearPreferred(ctx, "strategy keeps the holder: "+d.Reason)
 		}
-		if !a.lv.live && a.m.incident("nocandidate", "keep: "+d.Reason) {
-			a.recordAction(ctx, "no-candidate", "", nil)
+		if !a.lv.live {
+			a.c.ping(ctx, a.k, a.c.unrankedIdle(d.Ranking, a.valid, a.now))
+			if a.m.incident("nocandidate", "keep: "+d.Reason) {
+				a.recordAction(ctx, "no-candidate", "", nil)
+			}
 		}
 		return time.Time{}
 	}
@@ -192,6 +196,9 @@ func (a *action) elect(ctx context.Context) time.Time {
 	case p.blocked:
 		return p.waitUntil
 	}
+	// No ranked candidate answered in time: find out whether one the
+	// ranking left out is alive (see progress.go).
+	c.ping(ctx, a.k, c.unrankedIdle(a.dec.d.Ranking, a.valid, a.now))
 	if a.m.incident("nocandidate", "none acked") {
 		c.log.Warn("No live candidate to grant the lease to", "lease", a.k.String(), "ranked", len(a.dec.d.Ranking))
 		a.recordAction(ctx, "no-candidate", "", nil)
@@ -292,6 +299,7 @@ func (c *Controller) forget(ctx context.Context, k leaseKey, deleted bool) {
 	delete(c.deleted, k)
 	delete(c.due, k)
 	c.mu.Unlock()
+	c.backoff.forget(k)
 	if deleted {
 		if err := c.e.DeleteDecisions(ctx, k.ns, k.name); err != nil {
 			c.log.Warn("Deleting decision history failed", "lease", k.String(), "err", err)

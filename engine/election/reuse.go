@@ -35,14 +35,14 @@ type lastDecision struct {
 // decideOrReuse returns the decision on lease k and its trigger: the last
 // one if reusable, else a fresh one from s (with fallback).
 func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s abi.Strategy, strategy string,
-	lv leaseView, valid []*candEntry, resyncs uint64, now time.Time) (decision, abi.Reason) {
+	lv leaseView, valid []*candEntry, resyncs uint64, now time.Time, progress progressCheck) (decision, abi.Reason) {
 	key := c.decisionKey(s, lv, valid, m, now)
-	if dec, ok := c.reusable(m, s, key, lv, now); ok {
+	if dec, ok := c.reusable(k, m, s, key, lv, now); ok {
 		c.stats.reused.Add(1)
 		return dec, lv.trigger()
 	}
 	in := c.buildInput(k, m, strategy, lv, valid, now)
-	dec := c.decide(ctx, s, in)
+	dec := c.decide(ctx, k, s, in, progress)
 	c.stats.decisions.Add(1)
 	c.noteFailure(ctx, k, m, s, strategy, lv, valid, in.Reason, dec, now)
 	m.last = &lastDecision{key: key, dec: dec, at: now, resyncs: resyncs, live: lv.live}
@@ -53,14 +53,14 @@ func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s a
 // it is now, with the same key, since the latest Resync and within
 // ResyncPeriod (the periodic re-check bounds reuse, as upstream's resync).
 // Expiry needs no check here: an expired lease is not live.
-func (c *Controller) reusable(m *memo, s abi.Strategy, key string, lv leaseView, now time.Time) (decision, bool) {
+func (c *Controller) reusable(k leaseKey, m *memo, s abi.Strategy, key string, lv leaseView, now time.Time) (decision, bool) {
 	l := m.last
 	switch {
 	case l == nil || !l.live || !lv.live || l.key != key:
 		return decision{}, false
 	case l.resyncs != c.resyncs.Load() || now.Sub(l.at) >= c.opts.ResyncPeriod:
 		return decision{}, false
-	case l.dec.fallback && !c.backoff.active(s, now):
+	case l.dec.fallback && !c.backoff.active(k, s, now):
 		// The failed module's window is over: give it its next chance
 		// rather than keeping the fallback's answer (which never preempts).
 		return decision{}, false

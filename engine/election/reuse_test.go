@@ -44,23 +44,23 @@ func TestRenewalsReuseTheDecision(t *testing.T) {
 	env.run()
 	env.eventually(3*time.Second, "a leads", a.leading.Load)
 	// Let a's ack age past the ping window: that state change alone may
-	// cost one more decision.
-	time.Sleep(2 * opts.PingWindow)
+	// cost one more decision, made by the first reconcile that starts
+	// after it. Two reuses after the ack aged mean that one is over: the
+	// second reconcile began after the first had ended.
+	time.Sleep(opts.PingWindow)
+	reused := env.c.stats.reused.Load()
+	env.eventually(2*time.Second, "renewals after the ack aged", func() bool { return env.c.stats.reused.Load() >= reused+2 })
 
 	calls, recs, renews := strat.calls.Load(), len(env.decisions("kcm")), a.renewedOnce.Load()
-	reused := env.c.stats.reused.Load()
-	time.Sleep(time.Second)
-	if n := a.renewedOnce.Load() - renews; n < 3 {
-		t.Fatalf("only %d renewals in 1 s", n)
-	}
+	reused = env.c.stats.reused.Load()
+	env.eventually(2*time.Second, "three renewals", func() bool {
+		return a.renewedOnce.Load() >= renews+3 && env.c.stats.reused.Load() >= reused+3
+	})
 	if got := strat.calls.Load(); got != calls {
 		t.Errorf("strategy called %d times during renewals only", got-calls)
 	}
 	if got := len(env.decisions("kcm")); got != recs {
 		t.Errorf("%d history records added during renewals only", got-recs)
-	}
-	if env.c.stats.reused.Load() <= reused {
-		t.Error("no decision reused during renewals")
 	}
 
 	// A worse candidate joins: decided afresh, the holder stays.
@@ -95,13 +95,13 @@ func TestReuseBounds(t *testing.T) {
 	lv := leaseView{exists: true, obj: &coordinationv1.Lease{}, live: true, holder: "a"}
 	key := c.decisionKey(strat, lv, nil, m, now)
 	m.last = &lastDecision{key: key, at: now, resyncs: c.resyncs.Load(), live: true}
-	if _, ok := c.reusable(m, strat, key, lv, now); !ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now); !ok {
 		t.Fatal("fresh decision not reusable")
 	}
-	if _, ok := c.reusable(m, strat, key, leaseView{exists: true, obj: lv.obj, holder: "a"}, now); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, leaseView{exists: true, obj: lv.obj, holder: "a"}, now); ok {
 		t.Error("decision reused on an expired lease")
 	}
-	if _, ok := c.reusable(m, strat, key, lv, now.Add(DefaultResyncPeriod)); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now.Add(DefaultResyncPeriod)); ok {
 		t.Error("decision reused after ResyncPeriod")
 	}
 	other := &counting{name: strat.name, sha: "beef"}
@@ -109,7 +109,7 @@ func TestReuseBounds(t *testing.T) {
 		t.Error("another module version has the same decision key")
 	}
 	c.Resync()
-	if _, ok := c.reusable(m, strat, key, lv, now); ok {
+	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now); ok {
 		t.Error("decision reused after Resync")
 	}
 }

@@ -44,6 +44,9 @@ type counters struct {
 	// backedOff counts strategy calls skipped because the module was
 	// within its failure backoff.
 	backedOff atomic.Uint64
+	// stalls counts well-formed decisions that failed the progress check
+	// (progress.go); they count in strategyErrors too.
+	stalls atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
