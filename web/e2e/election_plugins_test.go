@@ -348,8 +348,8 @@ func TestE2EElectionPluginsHostile(t *testing.T) {
 	}
 
 	// The module failed and was cut off. After a failure the controller
-	// backs the module off (5 s, doubling) and lets the fallback decide
-	// without calling it, so one failure may cover every lease.
+	// backs the module off on that lease (5 s, doubling) and lets the
+	// fallback decide there without calling it.
 	if after, _ := moduleStatus(t, ts, "example.com/hostile"); after.Errors == 0 {
 		t.Fatalf("the hostile module never failed: %d/%d calls/errors before the window, %d/%d after",
 			before.Calls, before.Errors, after.Calls, after.Errors)
