@@ -49,7 +49,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		he := &hubEvent{ev: storage.Event{Type: storage.EventPut, KV: kv, PrevKV: &prev}, cur: obj}
 		h.dispatch([]*hubEvent{he}, kv.ModRevision)
 		for _, w := range watchers {
-			buf, _ = takeAll(w, buf[:0])
+			buf, _, _ = w.TakeEvents(buf[:0], 1<<30)
 			if len(buf) != 1 {
 				b.Fatalf("took %d events", len(buf))
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
@@ -43,7 +44,12 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		secs := int64((minRequestTimeout + rand.N(minRequestTimeout)) / time.Second)
 		opts.TimeoutSeconds = &secs
 	}
-	timeout := time.Duration(*opts.TimeoutSeconds) * time.Second
+	// A timeoutSeconds beyond what a time.Duration holds is clamped: the
+	// product would overflow and end the watch at once.
+	timeout := time.Duration(math.MaxInt64)
+	if secs := *opts.TimeoutSeconds; secs < int64(timeout/time.Second) {
+		timeout = time.Duration(secs) * time.Second
+	}
 	enc, err := r.newWatchEncoder(smo.info, mo.convert, tableOpts)
 	if err != nil {
 		return err
@@ -265,38 +271,68 @@ func (e *watchEncoder) stream(ctx context.Context, ch <-chan watch.Event, bw *bu
 	}
 }
 
+// watchBatchBytes is about how much of a stream's queue is taken, encoded
+// and written at once (by the events' stored size): a stream holds one
+// batch, however far behind its client is; the rest stays in the engine's
+// queue, counted against the watch budgets.
+const watchBatchBytes = 64 << 10
+
 // streamBatches is stream for a watch that queues its events: it takes
-// everything queued at once and writes it with one Write (one HTTP chunk,
-// usually one socket write) per flush, at most once per interval(), so a
-// stream costs one wake-up and one write per flush however many events
-// arrive in between.
+// what is queued in batches of about watchBatchBytes and writes each with
+// one Write (one HTTP chunk, usually one socket write), a large frame on
+// its own without a copy. When the queue is drained it waits for the next
+// flush to be due (interval()), so a stream costs one wake-up and one
+// write per flush however many events arrive in between.
 func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher, dst io.Writer, interval func() time.Duration) error {
 	var buf bytes.Buffer
 	out := e.framer(&buf)
+	flush := func() error {
+		if buf.Len() == 0 {
+			return nil
+		}
+		_, err := dst.Write(buf.Bytes())
+		if buf.Cap() > 256<<10 {
+			buf = bytes.Buffer{} // a burst's buffer goes; framers hold &buf
+		}
+		buf.Reset()
+		return err
+	}
 	var evs []watch.Event
 	var lastFlush time.Time
 	var timer *time.Timer
 	for {
-		var open bool
-		evs, open = w.TakeEvents(evs[:0])
+		var open, more bool
+		evs, open, more = w.TakeEvents(evs[:0], watchBatchBytes)
 		for i := range evs {
+			if frame, ok := e.fastFrame(evs[i]); ok {
+				if len(frame) < watchBatchBytes/4 {
+					_, _ = out.Write(frame) // a bytes.Buffer
+					continue
+				}
+				if err := flush(); err != nil {
+					return err
+				}
+				if _, err := dst.Write(frame); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := e.encode(evs[i], out); err != nil {
 				return err
 			}
 		}
 		clear(evs)
-		if buf.Len() > 0 {
-			if _, err := dst.Write(buf.Bytes()); err != nil {
-				return err
-			}
-			if buf.Cap() > 256<<10 {
-				buf = bytes.Buffer{} // a burst's buffer goes; framers hold &buf
-			}
-			buf.Reset()
+		if err := flush(); err != nil {
+			return err
+		}
+		if len(evs) > 0 {
 			lastFlush = time.Now()
 		}
 		if !open {
 			return nil
+		}
+		if more {
+			continue
 		}
 		if len(evs) == 0 {
 			select {
@@ -322,14 +358,21 @@ func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher,
 	}
 }
 
+// fastFrame is the shared plain JSON frame of an event (frameCache), when
+// the stream writes plain JSON of a kind the engine has a codec for.
+func (e *watchEncoder) fastFrame(ev watch.Event) ([]byte, bool) {
+	if !e.fastJSON { // implies no conversion
+		return nil, false
+	}
+	return e.r.h.frames.frame(ev.Type, ev.Object, e.gv)
+}
+
 // encode writes one event.
 func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 	obj := ev.Object
-	if e.fastJSON { // implies no conversion
-		if frame, ok := e.r.h.frames.frame(ev.Type, obj, e.gv); ok {
-			_, err := out.Write(frame)
-			return err
-		}
+	if frame, ok := e.fastFrame(ev); ok {
+		_, err := out.Write(frame)
+		return err
 	}
 	// The engine shares event objects between watchers, and encoders set
 	// the TypeMeta of what they encode: encode a copy.

@@ -21,6 +21,8 @@ type Sources struct {
 	Election func() (e election.Stats, ok bool)
 	// Plugins lists the strategy modules with their call statistics.
 	Plugins func() []Plugin
+	// Watches reports the watch queues.
+	Watches func() engine.WatchStats
 }
 
 // Lease is what the per-lease series report of one Lease.
