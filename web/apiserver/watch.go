@@ -90,14 +90,17 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		// WriteTo on the connection's own goroutine: no pipe and no extra
 		// goroutine per stream, one chunk per flush.
 		r.h.watchStreams.Add(1)
+		cleanup := sync.OnceFunc(func() {
+			r.h.watchStreams.Add(-1)
+			ended()
+			cancel()
+			w.Stop()
+		})
 		r.rc.Response.SetBodyStream(&watchBody{run: func(out io.Writer) error {
-			defer r.h.watchStreams.Add(-1)
-			defer ended()
-			defer cancel()
-			defer w.Stop()
+			defer cleanup()
 			defer guard()
 			return enc.streamBatches(ctx, bw, out, r.h.watchFlushInterval)
-		}, log: log}, -1)
+		}, log: log, cancel: cancel, cleanup: cleanup}, -1)
 		return nil
 	}
 	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
@@ -116,10 +119,13 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 // fasthttp uses WriteTo (BodyWriterTo); Read, for any path that reads
 // instead, runs the same stream through a pipe.
 type watchBody struct {
-	run  func(io.Writer) error
-	log  *slog.Logger
-	once sync.Once
-	pr   *io.PipeReader
+	run func(io.Writer) error
+	log *slog.Logger
+	// cancel ends the stream's context; cleanup releases everything the
+	// stream holds (the watch, its slot), for a body never written.
+	cancel, cleanup func()
+	once            sync.Once
+	pr              *io.PipeReader
 }
 
 func (b *watchBody) SupportsBodyWriteTo() bool { return true }
@@ -150,9 +156,10 @@ func (b *watchBody) Read(p []byte) (int, error) {
 }
 
 func (b *watchBody) Close() error {
-	b.once.Do(func() {}) // never started: nothing to end but the watch
+	b.once.Do(b.cleanup) // never started: end the watch and free its slot
 	if b.pr != nil {
 		_ = b.pr.Close()
+		b.cancel() // the reader went away: end the stream writing to it
 	}
 	return nil
 }
