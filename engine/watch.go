@@ -69,17 +69,18 @@ type watchRun struct {
 	own     bool // copy shared objects for the consumer
 }
 
-// maxWatchTimeout is the longest watch: a larger timeoutSeconds would
-// overflow time.Duration (and end the watch at once).
-const maxWatchTimeout = time.Duration(math.MaxInt64)
+// MaxWatchTimeout is the longest watch, about 68 years: a larger
+// timeoutSeconds is clamped to it. Multiplied out, it would overflow
+// time.Duration, or the deadline time, and end the watch at once.
+const MaxWatchTimeout = math.MaxInt32 * time.Second
 
 // watchTimeout is the watch's duration: timeoutSeconds, clamped to what a
 // time.Duration holds, or without it a random 30-60 minutes.
 func watchTimeout(seconds *int64) time.Duration {
 	timeout := time.Duration(0)
 	if seconds != nil {
-		if *seconds > int64(maxWatchTimeout/time.Second) {
-			timeout = maxWatchTimeout
+		if *seconds > int64(MaxWatchTimeout/time.Second) {
+			timeout = MaxWatchTimeout
 		} else {
 			timeout = time.Duration(*seconds) * time.Second
 		}

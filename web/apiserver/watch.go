@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
@@ -44,9 +43,9 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		secs := int64((minRequestTimeout + rand.N(minRequestTimeout)) / time.Second)
 		opts.TimeoutSeconds = &secs
 	}
-	// A timeoutSeconds beyond what a time.Duration holds is clamped: the
-	// product would overflow and end the watch at once.
-	timeout := time.Duration(math.MaxInt64)
+	// A timeoutSeconds beyond engine.MaxWatchTimeout is clamped to it:
+	// the product would overflow and end the watch at once.
+	timeout := engine.MaxWatchTimeout
 	if secs := *opts.TimeoutSeconds; secs < int64(timeout/time.Second) {
 		timeout = time.Duration(secs) * time.Second
 	}
