@@ -103,22 +103,22 @@ func openRawWatch(t *testing.T, ts *testServer, from net.IP, token, query string
 	return c, br, resp.StatusCode
 }
 
-// putLease writes a Lease with one annotation of the given size (create
-// or replace, without a precondition).
-func putLease(client *http.Client, base, name string, annotation int, seq int) error {
+// patchLease replaces a Lease's one annotation with one of the given size
+// and its holder (a merge patch: no precondition).
+func patchLease(client *http.Client, base, name string, annotation int, seq int) error {
 	fill := strings.Repeat(string(rune('a'+seq%26)), annotation)
-	body := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"` + name +
-		`","annotations":{"fill":"` + fill + `"}},"spec":{"holderIdentity":"h` + strconv.Itoa(seq) + `"}}`
-	req, _ := http.NewRequest(http.MethodPut, base+leasesURL+"/"+name, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	body := `{"metadata":{"annotations":{"fill":"` + fill + `"}},"spec":{"holderIdentity":"h` + strconv.Itoa(seq) + `"}}`
+	req, _ := http.NewRequest(http.MethodPatch, base+leasesURL+"/"+name, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/merge-patch+json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 && resp.StatusCode != 201 {
-		return fmt.Errorf("PUT %s: %d", name, resp.StatusCode)
+		return fmt.Errorf("PATCH %s: %d %.500s", name, resp.StatusCode, msg)
 	}
 	return nil
 }
@@ -163,9 +163,7 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: writers + 1}}
 	createLease(t, ts.URL, "default", "probe", "p")
 	for w := range writers {
-		if err := putLease(client, ts.URL, fmt.Sprint("big-", w), 1, 0); err != nil {
-			t.Fatal(err)
-		}
+		createLease(t, ts.URL, "default", fmt.Sprint("big-", w), "h")
 	}
 	conns := make([]net.Conn, 0, watches)
 	defer func() {
@@ -216,7 +214,7 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < writes; i += writers {
-				if err := putLease(client, ts.URL, fmt.Sprint("big-", w), objectSize, i); err != nil {
+				if err := patchLease(client, ts.URL, fmt.Sprint("big-", w), objectSize, i); err != nil {
 					errs <- err
 					return
 				}
