@@ -143,7 +143,7 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 	if initial != nil {
 		initial.ctx = wctx
 	}
-	w := &storeWatcher{eventQueue: newEventQueue(e.watchBudget, k.res.Plural, initial), cancel: cancel}
+	w := &storeWatcher{eventQueue: newEventQueue(ctx, e.watchBudget, k.res.Plural, initial), cancel: cancel}
 	run := &watchRun{e: e, k: k, q: q, version: s.Version, own: !sharedObjects(ctx)}
 	context.AfterFunc(wctx, func() {
 		stopOnParent()

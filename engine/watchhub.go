@@ -467,7 +467,7 @@ func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *lis
 			return nil, false
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		w := &hubWatcher{eventQueue: newEventQueue(e.watchBudget, k.res.Plural, initial),
+		w := &hubWatcher{eventQueue: newEventQueue(ctx, e.watchBudget, k.res.Plural, initial),
 			k: k, q: q, version: version, own: !sharedObjects(ctx), cancel: cancel}
 		if initial != nil {
 			initial.ctx = wctx

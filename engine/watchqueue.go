@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -119,14 +120,28 @@ type eventQueue struct {
 	// initial, while set, supplies the initial events before anything
 	// queued; only the consumer touches it.
 	initial *initialEvents
+	// onLagging is WithLaggingHook's function, if any.
+	onLagging func()
 
 	chOnce sync.Once
 	ch     chan watch.Event
 }
 
-func newEventQueue(b *watchBudget, resource string, initial *initialEvents) eventQueue {
-	return eventQueue{budget: b, maxEvents: hubQueueLimit, resource: resource, initial: initial,
+func newEventQueue(ctx context.Context, b *watchBudget, resource string, initial *initialEvents) eventQueue {
+	hook, _ := ctx.Value(laggingHookKey{}).(func())
+	return eventQueue{budget: b, maxEvents: hubQueueLimit, resource: resource, initial: initial, onLagging: hook,
 		signal: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+type laggingHookKey struct{}
+
+// WithLaggingHook returns a context whose watches call fn when they are
+// closed because their client fell behind. fn runs on the goroutine that
+// queues events and must not block. The HTTP stream uses it to bound how
+// long a client that stopped reading can keep a write, and the stream,
+// blocked.
+func WithLaggingHook(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, laggingHookKey{}, fn)
 }
 
 func (q *eventQueue) Ready() <-chan struct{} { return q.signal }
@@ -263,6 +278,9 @@ func (q *eventQueue) push(evs ...queuedEvent) bool {
 		q.mu.Unlock()
 		q.wake()
 		b.closedLagging(q.resource, pending, held)
+		if q.onLagging != nil {
+			q.onLagging()
+		}
 		return false
 	}
 	q.queue = append(q.queue, evs...)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -58,7 +59,8 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 	ctx = engine.WithWarnings(ctx, &r.warnings)
 	// The stream copies an object before any encoder that writes to it
 	// (encode), so it can take the objects the engine shares.
-	w, err := r.h.eng.Watch(engine.WithSharedWatchObjects(ctx), r.scope, opts)
+	lag := &lagDeadline{conn: r.rc.Conn(), active: true}
+	w, err := r.h.eng.Watch(engine.WithLaggingHook(engine.WithSharedWatchObjects(ctx), lag.lagged), r.scope, opts)
 	if err != nil {
 		cancel()
 		return err
@@ -90,6 +92,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		// goroutine per stream, one chunk per flush.
 		r.h.watchStreams.Add(1)
 		cleanup := sync.OnceFunc(func() {
+			lag.end()
 			r.h.watchStreams.Add(-1)
 			ended()
 			cancel()
@@ -112,6 +115,43 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		}
 	})
 	return nil
+}
+
+// laggingWriteGrace is how long a stream whose watch was closed for
+// falling behind may stay blocked in a write to a client that stopped
+// reading. Then the write fails, and the stream, the batch it holds and
+// its watch slot go; without it they would stay until the client
+// disconnects.
+const laggingWriteGrace = 10 * time.Second
+
+// lagDeadline sets the write deadline of a stream's connection when its
+// watch is closed as lagging (engine.WithLaggingHook), and clears it when
+// the stream ends in time, so that a kept-alive connection serves its
+// next request without it. Once the stream ended the hook does nothing:
+// the connection may be serving another request.
+type lagDeadline struct {
+	conn     net.Conn
+	mu       sync.Mutex
+	active   bool
+	deadline bool
+}
+
+func (d *lagDeadline) lagged() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active && d.conn != nil {
+		d.deadline = true
+		_ = d.conn.SetWriteDeadline(time.Now().Add(laggingWriteGrace))
+	}
+}
+
+func (d *lagDeadline) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active = false
+	if d.deadline {
+		_ = d.conn.SetWriteDeadline(time.Time{})
+	}
 }
 
 // watchBody is the body of a watch response served from a BatchWatcher.
@@ -330,6 +370,9 @@ func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher,
 		clear(evs)
 		if err := flush(); err != nil {
 			return err
+		}
+		if e.obj.Cap() > 256<<10 || e.ev.Cap() > 256<<10 {
+			e.obj, e.ev = bytes.Buffer{}, bytes.Buffer{} // a large event's scratch goes
 		}
 		if len(evs) > 0 {
 			lastFlush = time.Now()

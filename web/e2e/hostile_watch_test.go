@@ -148,8 +148,9 @@ func metricValue(t *testing.T, base, series string) float64 {
 // while 2,000 writes of 200 KB objects go by. The server's RSS must stay
 // under 300 MB (it went past 4 GB), GETs meanwhile must stay fast (p99
 // under 500 ms; a few ms on an idle machine), the lagging watches are
-// closed with the metric and the log line, and once their connections are
-// gone no queued byte is left.
+// closed with the metric and the log line, their streams end (freeing
+// their slots) though the clients never read, and once the connections
+// are gone no queued byte is left.
 func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 	const (
 		watches    = 100
@@ -247,6 +248,14 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 	if !strings.Contains(ts.Log(), "Closed a watch whose client fell behind") {
 		t.Errorf("no log line for the closed watches; log:\n%s", ts.Log())
 	}
+	// The lagging streams end, even those blocked writing to a client
+	// that stopped reading (after a grace): their slots are free again
+	// while the clients still hold their connections.
+	eventually(t, 40*time.Second, "a watch slot of the non-reading client", func() (bool, string) {
+		c, _, code := openRawWatch(t, ts, nil, "", "resourceVersion=0")
+		c.Close()
+		return code == 200, fmt.Sprintf("watch: %d", code)
+	})
 	for _, c := range conns {
 		c.Close()
 	}
