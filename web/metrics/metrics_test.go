@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 )
 
@@ -22,6 +23,9 @@ func TestRegistryOutput(t *testing.T) {
 			return []Lease{{Namespace: "ns", Name: "l", Holder: "a\\b\"c\nd", RenewTime: time.Unix(100, 500000000), LeaseDurationSeconds: 10, Transitions: 2}}, nil
 		},
 		Election: func() (election.Stats, bool) { return election.Stats{Decisions: 7}, true },
+		Watches: func() engine.WatchStats {
+			return engine.WatchStats{QueuedBytes: 1234, LaggingClosed: 3, QueueBytesPerWatch: 8 << 20, QueueBytesTotal: 64 << 20}
+		},
 	})
 	var b bytes.Buffer
 	r.WritePrometheus(context.Background(), &b)
@@ -40,6 +44,10 @@ func TestRegistryOutput(t *testing.T) {
 		`leasehold_lease_renew_timestamp_seconds{namespace="ns",lease="l"} 100.5`,
 		`leasehold_lease_expiry_timestamp_seconds{namespace="ns",lease="l"} 110.5`,
 		`leasehold_election_decisions_total 7`,
+		`leasehold_watch_lagging_closed_total 3`,
+		`leasehold_watch_queued_bytes 1234`,
+		`leasehold_watch_queue_budget_bytes{scope="watch"} 8388608`,
+		`leasehold_watch_queue_budget_bytes{scope="total"} 67108864`,
 		`process_cpu_seconds_total`,
 	} {
 		if !strings.Contains(out, want) {
