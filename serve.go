@@ -153,7 +153,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		}
 	}()
 
-	eng, err := engine.New(engine.Options{Store: store, Logger: logger.With("component", "engine")})
+	eng, err := engine.New(engine.Options{Store: store, Logger: logger.With("component", "engine"),
+		WatchQueueBytes: int64(cfg.Limits.WatchQueueBytes), WatchQueueBytesTotal: int64(cfg.Limits.WatchQueueBytesTotal)})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}

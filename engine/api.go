@@ -129,6 +129,9 @@ func AddWarning(ctx context.Context, text string) {
 type API interface {
 	// Resources lists the served resources.
 	Resources() []*Resource
+	// WatchStats reports the watch queues: bytes held, budgets, and the
+	// watches closed for falling behind.
+	WatchStats() WatchStats
 	// ResourceFor finds a served resource by group, version and plural.
 	ResourceFor(group, version, plural string) (*Resource, bool)
 

@@ -16,26 +16,39 @@ import (
 // resource sees the same storage event, and decoding its value once per
 // watcher would multiply the cost of a renewal by the number of watchers.
 // Entries are keyed by storage key and modification revision (a pair that
-// never changes meaning) and evicted first-in first-out. Cached objects
-// are shared and must be treated as read-only.
+// never changes meaning) and evicted first-in first-out, at most size of
+// them of maxBytes stored size together: large objects cannot make it
+// hold size times their size. Cached objects are shared and must be
+// treated as read-only.
 type decodeCache struct {
-	mu      sync.Mutex
-	entries map[decodeKey]object
-	order   []decodeKey
-	next    int
+	mu       sync.Mutex
+	entries  map[decodeKey]decoded
+	order    []decodeKey // a ring of the cached keys, oldest at first
+	first, n int
+	bytes    int
+	maxBytes int
 	// undecodable is told of every value that does not decode.
 	undecodable func(kv storage.KeyValue, err error)
 }
+
+type decoded struct {
+	obj  object
+	size int
+}
+
+// decodeCacheBytes bounds the stored size of the objects cached together.
+const decodeCacheBytes = 8 << 20
 
 type decodeKey struct {
 	key string
 	rev int64
 }
 
-func newDecodeCache(size int, undecodable func(kv storage.KeyValue, err error)) *decodeCache {
+func newDecodeCache(size, maxBytes int, undecodable func(kv storage.KeyValue, err error)) *decodeCache {
 	// The map grows with use: an idle server (or one without watchers)
 	// does not carry it.
-	return &decodeCache{entries: make(map[decodeKey]object), order: make([]decodeKey, size), undecodable: undecodable}
+	return &decodeCache{entries: make(map[decodeKey]decoded), order: make([]decodeKey, size), maxBytes: maxBytes,
+		undecodable: undecodable}
 }
 
 // get returns the decoded object for key at rev, decoding value on a miss.
@@ -43,10 +56,10 @@ func newDecodeCache(size int, undecodable func(kv storage.KeyValue, err error)) 
 func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object, error) {
 	dk := decodeKey{key, rev}
 	c.mu.Lock()
-	o, ok := c.entries[dk]
+	d, ok := c.entries[dk]
 	c.mu.Unlock()
 	if ok {
-		return o, nil
+		return d.obj, nil
 	}
 	o, err := k.decode(value, rev)
 	if err != nil {
@@ -56,17 +69,27 @@ func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object,
 		return nil, err
 	}
 	o.GetObjectKind().SetGroupVersionKind(k.storageGV.WithKind(k.res.Kind))
+	size := len(value)
+	if size > c.maxBytes/8 {
+		return o, nil // too large to share the cache with others
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.entries[dk]; ok {
-		return prev, nil
+		return prev.obj, nil
 	}
-	if old := c.order[c.next]; old.key != "" {
+	for c.n > 0 && (c.n == len(c.order) || c.bytes+size > c.maxBytes) {
+		old := c.order[c.first]
+		c.order[c.first] = decodeKey{}
+		c.first = (c.first + 1) % len(c.order)
+		c.n--
+		c.bytes -= c.entries[old].size
 		delete(c.entries, old)
 	}
-	c.order[c.next] = dk
-	c.next = (c.next + 1) % len(c.order)
-	c.entries[dk] = o
+	c.order[(c.first+c.n)%len(c.order)] = dk
+	c.n++
+	c.bytes += size
+	c.entries[dk] = decoded{o, size}
 	return o, nil
 }
 

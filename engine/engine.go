@@ -27,6 +27,11 @@ type Options struct {
 	// TypeConverter for managedFields and server-side apply; default is
 	// the one built from leasehold's OpenAPI schema.
 	TypeConverter managedfields.TypeConverter
+	// WatchQueueBytes is the byte budget of one watch's undelivered
+	// events (DefaultWatchQueueBytes); WatchQueueBytesTotal that of all
+	// watches together (DefaultWatchQueueBytesTotal). A watch that falls
+	// behind beyond them is closed and its client re-watches.
+	WatchQueueBytes, WatchQueueBytesTotal int64
 }
 
 // Engine implements API on top of a storage.Interface.
@@ -44,6 +49,8 @@ type Engine struct {
 	// hubs are the shared watch fan-outs by storage prefix (watchhub.go).
 	hubsMu sync.Mutex
 	hubs   map[string]*watchHub
+	// watchBudget accounts every watch's queued events (watchqueue.go).
+	watchBudget *watchBudget
 	// rvWait is how long reads wait for a future resourceVersion.
 	rvWait time.Duration
 }
@@ -69,9 +76,16 @@ func New(opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	e.decoded = newDecodeCache(1024, func(kv storage.KeyValue, err error) {
+	e.decoded = newDecodeCache(1024, decodeCacheBytes, func(kv storage.KeyValue, err error) {
 		e.noteUndecodable(context.Background(), kv, err)
 	})
+	e.watchBudget = &watchBudget{perWatch: opts.WatchQueueBytes, total: opts.WatchQueueBytesTotal, log: e.log}
+	if e.watchBudget.perWatch <= 0 {
+		e.watchBudget.perWatch = DefaultWatchQueueBytes
+	}
+	if e.watchBudget.total <= 0 {
+		e.watchBudget.total = DefaultWatchQueueBytesTotal
+	}
 	if e.bookmarkInterval <= 0 {
 		e.bookmarkInterval = time.Minute
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -58,15 +59,36 @@ func errorWatcher(err *apierrors.StatusError) watch.Interface {
 	return &engineWatcher{result: ch, cancel: func() {}}
 }
 
-// watchRun is one running watch.
+// watchRun translates one watch's storage events (the per-watch path,
+// for watches the shared fan-out cannot serve).
 type watchRun struct {
-	e         *Engine
-	k         *kind
-	q         *listQuery
-	version   string
-	bookmarks bool
-	own       bool // copy shared objects for the consumer
-	out       chan watch.Event
+	e       *Engine
+	k       *kind
+	q       *listQuery
+	version string
+	own     bool // copy shared objects for the consumer
+}
+
+// MaxWatchTimeout is the longest watch, about 68 years: a larger
+// timeoutSeconds is clamped to it. Multiplied out, it would overflow
+// time.Duration, or the deadline time, and end the watch at once.
+const MaxWatchTimeout = math.MaxInt32 * time.Second
+
+// watchTimeout is the watch's duration: timeoutSeconds, clamped to what a
+// time.Duration holds, or without it a random 30-60 minutes.
+func watchTimeout(seconds *int64) time.Duration {
+	timeout := time.Duration(0)
+	if seconds != nil {
+		if *seconds > int64(MaxWatchTimeout/time.Second) {
+			timeout = MaxWatchTimeout
+		} else {
+			timeout = time.Duration(*seconds) * time.Second
+		}
+	}
+	if timeout <= 0 {
+		timeout = time.Duration(float64(minRequestTimeout) * (rand.Float64() + 1))
+	}
+	return timeout
 }
 
 func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (watch.Interface, error) {
@@ -82,51 +104,26 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(0)
-	if q.opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*q.opts.TimeoutSeconds) * time.Second
-	}
-	if timeout <= 0 {
-		timeout = time.Duration(float64(minRequestTimeout) * (rand.Float64() + 1))
-	}
+	timeout := watchTimeout(q.opts.TimeoutSeconds)
 	prefix := k.listPrefix(s.Namespace)
-	initial := q.opts.SendInitialEvents != nil && *q.opts.SendInitialEvents
-
-	var initialItems []object
 	since := rv
-	if initial {
+	var initial *initialEvents
+	if q.opts.SendInitialEvents != nil && *q.opts.SendInitialEvents {
 		if err := e.waitForRV(ctx, rv); err != nil {
 			return nil, err
 		}
-		res, err := e.store.List(ctx, prefix, storage.ListOptions{})
+		// The first page is read now, for its revision and so that a
+		// failing store answers the request; the rest is read as the
+		// consumer takes the events.
+		res, err := e.store.List(ctx, prefix, storage.ListOptions{Limit: initialFirstPage})
 		if err != nil {
 			return nil, storageError(err)
 		}
-		for _, kv := range res.KVs {
-			o, err := k.decode(kv.Value, kv.ModRevision)
-			if err != nil {
-				e.noteUndecodable(ctx, kv, err)
-				AddWarning(ctx, k.skippedWarning(kv.Key))
-				continue
-			}
-			if q.matches(o) {
-				initialItems = append(initialItems, o)
-			}
-		}
 		since = res.Revision
+		initial = &initialEvents{e: e, k: k, q: q, version: s.Version, prefix: prefix, rev: since,
+			page: res.KVs, more: res.More, pageLimit: initialFirstPage, bookmark: q.opts.AllowWatchBookmarks}
 	}
-	var initialEvents []watch.Event
-	if initial {
-		initialEvents = make([]watch.Event, 0, len(initialItems)+1)
-		r := watchRun{k: k, version: s.Version}
-		for _, o := range initialItems {
-			initialEvents = append(initialEvents, watch.Event{Type: watch.Added, Object: k.fromStorage(o, s.Version)})
-		}
-		if q.opts.AllowWatchBookmarks {
-			initialEvents = append(initialEvents, watch.Event{Type: watch.Bookmark, Object: r.bookmark(since, true)})
-		}
-	}
-	if w, ok := e.watchShared(ctx, k, prefix, q, s.Version, since, initialEvents, timeout); ok {
+	if w, ok := e.watchShared(ctx, k, prefix, q, s.Version, since, initial, timeout); ok {
 		return w, nil
 	}
 
@@ -143,34 +140,43 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 		}
 		return nil, storageError(err)
 	}
-	w := &engineWatcher{result: make(chan watch.Event, watchBuffer), cancel: cancel}
-	run := &watchRun{e: e, k: k, q: q, version: s.Version, bookmarks: q.opts.AllowWatchBookmarks, out: w.result, own: !sharedObjects(ctx)}
+	if initial != nil {
+		initial.ctx = wctx
+	}
+	w := &storeWatcher{eventQueue: newEventQueue(ctx, e.watchBudget, k.res.Plural, initial), cancel: cancel}
+	run := &watchRun{e: e, k: k, q: q, version: s.Version, own: !sharedObjects(ctx)}
+	context.AfterFunc(wctx, func() {
+		stopOnParent()
+		w.finish()
+	})
 	go func() {
-		defer stopOnParent()
-		defer cancel()
-		defer close(w.result)
 		defer sw.Stop()
-		run.loop(wctx, sw, initial, initialItems, since, timeout)
+		defer w.closeQueue()
+		run.loop(wctx, sw, w, q.opts.AllowWatchBookmarks, timeout)
 	}()
 	return w, nil
 }
 
-// loop sends the initial events, then translates storage events until the
-// watch ends.
-func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, initial bool, items []object, since int64, timeout time.Duration) {
-	if initial {
-		for _, o := range items {
-			if !r.send(ctx, watch.Added, r.k.fromStorage(o, r.version)) {
-				return
-			}
-		}
-		if r.bookmarks && !r.send(ctx, watch.Bookmark, r.bookmark(since, true)) {
-			return
-		}
-	}
+// storeWatcher is a watch with its own storage watch (the per-watch
+// path). Its goroutine drains the storage watch into the queue as events
+// come, so what a slow client leaves behind is counted and bounded here,
+// not in the store's buffers.
+type storeWatcher struct {
+	eventQueue
+	cancel   context.CancelFunc
+	stopOnce sync.Once
+}
+
+var _ BatchWatcher = (*storeWatcher)(nil)
+
+func (w *storeWatcher) Stop() { w.stopOnce.Do(w.cancel) }
+
+// loop translates storage events into the queue until the watch ends or
+// falls behind.
+func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, w *storeWatcher, bookmarks bool, timeout time.Duration) {
 	var tick <-chan time.Time
 	var final <-chan time.Time
-	if r.bookmarks {
+	if bookmarks {
 		t := time.NewTicker(r.e.bookmarkInterval)
 		defer t.Stop()
 		tick = t.C
@@ -199,7 +205,7 @@ func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, initial bool, i
 				return
 			}
 			if len(resp.Events) == 0 {
-				if r.bookmarks && !r.send(ctx, watch.Bookmark, r.bookmark(resp.Revision, false)) {
+				if bookmarks && !w.push(queuedEvent{watch.Event{Type: watch.Bookmark, Object: r.bookmark(resp.Revision, false)}, eventOverhead}) {
 					return
 				}
 				continue
@@ -209,7 +215,7 @@ func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, initial bool, i
 				if err != nil {
 					continue // skipped; the decode cache has reported it
 				}
-				if obj != nil && !r.send(ctx, typ, obj) {
+				if obj != nil && !w.push(queuedEvent{watch.Event{Type: typ, Object: obj}, storedEventSize(&ev)}) {
 					return
 				}
 			}
@@ -217,12 +223,94 @@ func (r *watchRun) loop(ctx context.Context, sw storage.Watcher, initial bool, i
 	}
 }
 
-func (r *watchRun) send(ctx context.Context, typ watch.EventType, obj runtime.Object) bool {
-	select {
-	case r.out <- watch.Event{Type: typ, Object: obj}:
-		return true
-	case <-ctx.Done():
-		return false
+// storedEventSize is what one event counts against the watch budgets: the
+// stored size of the object it carries, plus the queue's overhead.
+func storedEventSize(ev *storage.Event) int64 {
+	if ev.Type == storage.EventDelete && ev.PrevKV != nil {
+		return int64(len(ev.PrevKV.Value)) + eventOverhead
+	}
+	return int64(len(ev.KV.Value)) + eventOverhead
+}
+
+// initialFirstPage is how many objects the first page of initial events
+// reads; later pages are sized to initialPageBytes by what the previous
+// one held.
+const initialFirstPage = 32
+
+// initialEvents reads a watch's initial events (sendInitialEvents) from
+// the store's snapshot at rev, a page at a time as the consumer takes
+// them: a watch of a large collection holds one page, never the whole
+// collection, and a client that does not read makes it read nothing.
+type initialEvents struct {
+	ctx     context.Context
+	e       *Engine
+	k       *kind
+	q       *listQuery
+	version string
+	prefix  string
+	rev     int64
+	// page is the unread rest of the current page; more reports keys
+	// after it, from next on.
+	page      []storage.KeyValue
+	more      bool
+	next      string
+	pageLimit int64
+	// bookmark: end with the initial-events-end bookmark.
+	bookmark bool
+}
+
+// take appends about maxBytes of initial events (at least one, unless
+// none is left) to dst; done reports that all were given. A page read
+// that fails (the snapshot was compacted, the store closed) ends them
+// with err.
+func (c *initialEvents) take(dst []watch.Event, maxBytes int) (_ []watch.Event, done bool, err error) {
+	var taken int
+	for {
+		for len(c.page) > 0 {
+			kv := &c.page[0]
+			if taken > 0 && taken+len(kv.Value) > maxBytes {
+				return dst, false, nil
+			}
+			taken += len(kv.Value) + eventOverhead
+			c.next = kv.Key + "\x00"
+			o, err := c.k.decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				// Reported once per record (log, metric, /readyz detail)
+				// and skipped, as LIST skips it.
+				c.e.noteUndecodable(context.Background(), *kv, err)
+			}
+			c.page[0] = storage.KeyValue{}
+			c.page = c.page[1:]
+			if err != nil {
+				continue
+			}
+			if c.q.matches(o) {
+				dst = append(dst, watch.Event{Type: watch.Added, Object: c.k.fromStorage(o, c.version)})
+			}
+		}
+		if !c.more {
+			if c.bookmark {
+				c.bookmark = false
+				r := watchRun{k: c.k, version: c.version}
+				dst = append(dst, watch.Event{Type: watch.Bookmark, Object: r.bookmark(c.rev, true)})
+			}
+			return dst, true, nil
+		}
+		if taken >= maxBytes {
+			return dst, false, nil
+		}
+		res, err := c.e.store.List(c.ctx, c.prefix, storage.ListOptions{Revision: c.rev, StartKey: c.next, Limit: c.pageLimit})
+		if err != nil {
+			return dst, true, err
+		}
+		c.page, c.more = res.KVs, res.More
+		var size int
+		for i := range res.KVs {
+			size += len(res.KVs[i].Value) + eventOverhead
+		}
+		if len(res.KVs) > 0 {
+			c.pageLimit = int64(min(max(initialPageBytes/(size/len(res.KVs)), 1), 1000))
+		}
 	}
 }
 

@@ -18,18 +18,24 @@ import (
 // events to each watcher's queue; it never blocks on a watcher. A watcher
 // is a queue, not a goroutine chain: the HTTP stream drains it in batches
 // (BatchWatcher), and a channel pump starts only for callers of
-// ResultChan. A watcher that falls hubQueueLimit events behind is closed,
-// as kube-apiserver's cacher closes unresponsive watchers; its client
-// re-watches from the last resourceVersion it saw.
+// ResultChan. A watcher that falls behind (hubQueueLimit events, or its
+// byte budget: watchqueue.go) is closed, as kube-apiserver's cacher
+// closes unresponsive watchers; its client re-watches from the last
+// resourceVersion it saw.
 //
 // A watch joins a hub when everything after its starting revision is
 // still to come or still in the hub's ring of recent events; otherwise
 // (older revisions, served from the store's history or answered with 410)
 // it takes the per-watch path in watch.go.
 
-// hubRingSize is how many recent events a hub keeps for watches that
-// start slightly in its past (typically a list's revision).
-const hubRingSize = 1024
+// hubRingSize and hubRingBytes bound the recent events a hub keeps for
+// watches that start slightly in its past (typically a list's revision):
+// at most this many, of at most this stored size (new and previous
+// values) together. Older starts take the per-watch path.
+const (
+	hubRingSize  = 1024
+	hubRingBytes = 8 << 20
+)
 
 // hubQueueLimit is how many undelivered events a watcher may hold (beyond
 // its initial events) before it is closed; a variable for tests.
@@ -41,9 +47,11 @@ type BatchWatcher interface {
 	watch.Interface
 	// Ready is signalled when events were queued or the watch ended.
 	Ready() <-chan struct{}
-	// TakeEvents appends the queued events to dst and returns it; open is
-	// false once the watch has ended and everything was taken.
-	TakeEvents(dst []watch.Event) (evs []watch.Event, open bool)
+	// TakeEvents appends queued events to dst, about maxBytes of them by
+	// their stored size (at least one), and returns it; open is false
+	// once the watch has ended and everything was taken, more that
+	// further events can be taken at once.
+	TakeEvents(dst []watch.Event, maxBytes int) (evs []watch.Event, open, more bool)
 }
 
 type sharedObjectsKey struct{}
@@ -68,6 +76,9 @@ func sharedObjects(ctx context.Context) bool {
 type hubEvent struct {
 	ev  storage.Event
 	cur object // the new state of a put; nil for a delete
+	// size is what the event counts in a watcher's queue (the stored
+	// object), ringSize in the ring (new and previous values).
+	size, ringSize int64
 	// prev is decoded on first use (selector transitions, deletes).
 	prev    object
 	prevErr error
@@ -96,11 +107,12 @@ type watchHub struct {
 	// rev is the last revision dispatched: every event of the prefix up
 	// to it has been queued to the registered watchers.
 	rev int64
-	// ring holds the latest dispatched events; together they are every
-	// event of the prefix in (ringFrom, rev].
-	ring     []*hubEvent
-	ringHead int
-	ringFrom int64
+	// ring holds the latest dispatched events, oldest first, of
+	// ringBytes together; they are every event of the prefix in
+	// (ringFrom, rev].
+	ring      []*hubEvent
+	ringBytes int64
+	ringFrom  int64
 	// progressAsked: a progress request is on its way through the store.
 	progressAsked bool
 }
@@ -180,7 +192,10 @@ func (h *watchHub) run() {
 		}
 		evs := make([]*hubEvent, 0, len(resp.Events))
 		for _, ev := range resp.Events {
-			he := &hubEvent{ev: ev}
+			he := &hubEvent{ev: ev, size: storedEventSize(&ev), ringSize: int64(len(ev.KV.Value)) + eventOverhead}
+			if ev.PrevKV != nil {
+				he.ringSize += int64(len(ev.PrevKV.Value))
+			}
 			if ev.Type == storage.EventPut {
 				cur, err := h.e.decoded.get(h.k, ev.KV.Key, ev.KV.ModRevision, ev.KV.Value)
 				if err != nil {
@@ -206,13 +221,15 @@ func (h *watchHub) dispatch(evs []*hubEvent, rev int64) {
 		w.deliver(evs)
 	}
 	for _, he := range evs {
-		if len(h.ring) < hubRingSize {
-			h.ring = append(h.ring, he)
-			continue
+		h.ring = append(h.ring, he)
+		h.ringBytes += he.ringSize
+		for len(h.ring) > hubRingSize || (h.ringBytes > hubRingBytes && len(h.ring) > 1) {
+			old := h.ring[0]
+			h.ringFrom = old.ev.KV.ModRevision
+			h.ringBytes -= old.ringSize
+			h.ring[0] = nil
+			h.ring = h.ring[1:]
 		}
-		h.ringFrom = h.ring[h.ringHead].ev.KV.ModRevision
-		h.ring[h.ringHead] = he
-		h.ringHead = (h.ringHead + 1) % hubRingSize
 	}
 	h.rev = max(h.rev, rev)
 }
@@ -230,7 +247,7 @@ func (h *watchHub) progress(rev int64) {
 	for w := range h.watchers {
 		if w.wantBookmark {
 			w.wantBookmark = false
-			w.push(watch.Event{Type: watch.Bookmark, Object: w.bookmark(rev, false)})
+			w.push(queuedEvent{watch.Event{Type: watch.Bookmark, Object: w.bookmark(rev, false)}, eventOverhead})
 		}
 	}
 }
@@ -253,11 +270,11 @@ func (h *watchHub) askBookmark(w *hubWatcher) {
 }
 
 // join registers w to receive every event after since (0: after the
-// store's current revision), first queueing initial (the initial events
-// and bookmark, if any). It returns false when the hub can no longer
+// store's current revision); its initial events, if any, come before
+// them from w's queue. It returns false when the hub can no longer
 // provide every such event (ring overrun, or the hub ended); the caller
 // then uses the per-watch path.
-func (h *watchHub) join(w *hubWatcher, since int64, initial []watch.Event) bool {
+func (h *watchHub) join(w *hubWatcher, since int64) bool {
 	if since == 0 {
 		cur, err := h.e.store.CurrentRevision(context.Background())
 		if err != nil {
@@ -282,20 +299,11 @@ func (h *watchHub) join(w *hubWatcher, since int64, initial []watch.Event) bool 
 		}
 	}
 	w.hub = h
-	w.queue = append(w.queue, initial...)
-	w.limit = hubQueueLimit + len(initial)
 	if since < h.rev {
-		n := len(h.ring)
-		replay := make([]*hubEvent, 0, n)
-		for i := 0; i < n; i++ {
-			replay = append(replay, h.ring[(h.ringHead+i)%n])
-		}
-		w.deliver(replay)
+		w.deliver(h.ring)
 	}
 	h.watchers[w] = struct{}{}
-	if len(w.queue) > 0 {
-		w.wake()
-	}
+	w.wake()
 	return true
 }
 
@@ -349,135 +357,27 @@ func (h *watchHub) prevOf(he *hubEvent) (object, bool) {
 
 // hubWatcher is one watch served by a hub.
 type hubWatcher struct {
-	hub       *watchHub
-	k         *kind
-	q         *listQuery
-	version   string
-	own       bool // copy shared objects for the consumer
-	bookmarks bool
-	minRev    int64
-	limit     int
-	cancel    context.CancelFunc
-	stopOnce  sync.Once
+	eventQueue
+	hub      *watchHub
+	k        *kind
+	q        *listQuery
+	version  string
+	own      bool // copy shared objects for the consumer
+	minRev   int64
+	cancel   context.CancelFunc
+	stopOnce sync.Once
 
 	// Under hub.mu (or before registration).
 	wantBookmark bool
-
-	mu     sync.Mutex
-	queue  []watch.Event
-	ended  bool          // no more events will be queued
-	signal chan struct{} // capacity 1
-	done   chan struct{} // closed when the watch ends
-
-	chOnce sync.Once
-	ch     chan watch.Event
 }
 
 var _ BatchWatcher = (*hubWatcher)(nil)
 
 func (w *hubWatcher) Stop() { w.stopOnce.Do(w.cancel) }
 
-func (w *hubWatcher) Ready() <-chan struct{} { return w.signal }
-
-func (w *hubWatcher) TakeEvents(dst []watch.Event) ([]watch.Event, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	dst = append(dst, w.queue...)
-	clear(w.queue)
-	if cap(w.queue) > 256 {
-		w.queue = nil // let a burst's backlog go
-	} else {
-		w.queue = w.queue[:0]
-	}
-	return dst, !w.ended || len(dst) > 0
-}
-
-// ResultChan starts a pump from the queue to a channel on first use.
-func (w *hubWatcher) ResultChan() <-chan watch.Event {
-	w.chOnce.Do(func() {
-		w.ch = make(chan watch.Event, watchBuffer)
-		go w.pump()
-	})
-	return w.ch
-}
-
-func (w *hubWatcher) pump() {
-	defer close(w.ch)
-	var buf []watch.Event
-	for {
-		var open bool
-		buf, open = w.TakeEvents(buf[:0])
-		for _, ev := range buf {
-			select {
-			case w.ch <- ev:
-			case <-w.done:
-				return
-			}
-		}
-		if !open {
-			return
-		}
-		if len(buf) == 0 {
-			select {
-			case <-w.signal:
-			case <-w.done:
-				// Hand over what was queued before the end.
-				if evs, _ := w.TakeEvents(buf[:0]); len(evs) > 0 {
-					for _, ev := range evs {
-						select {
-						case w.ch <- ev:
-						default:
-							return
-						}
-					}
-				}
-				return
-			}
-		}
-	}
-}
-
-func (w *hubWatcher) wake() {
-	select {
-	case w.signal <- struct{}{}:
-	default:
-	}
-}
-
-// push queues one event; a watcher too far behind is closed.
-func (w *hubWatcher) push(evs ...watch.Event) {
-	w.mu.Lock()
-	if w.ended {
-		w.mu.Unlock()
-		return
-	}
-	if len(w.queue)+len(evs) > w.limit {
-		clear(w.queue)
-		w.queue = nil
-		w.ended = true
-		w.mu.Unlock()
-		w.wake()
-		w.hub.e.log.Debug("watch closed: its client fell behind", "prefix", w.hub.prefix, "events", w.limit)
-		return
-	}
-	w.queue = append(w.queue, evs...)
-	w.mu.Unlock()
-	w.wake()
-}
-
-// closeQueue ends the watch after what is queued.
-func (w *hubWatcher) closeQueue() {
-	w.mu.Lock()
-	if !w.ended {
-		w.ended = true
-	}
-	w.mu.Unlock()
-	w.wake()
-}
-
 // deliver queues the events of one round that concern w. hub.mu is held.
 func (w *hubWatcher) deliver(evs []*hubEvent) {
-	var out [8]watch.Event
+	var out [8]queuedEvent
 	batch := out[:0]
 	for _, he := range evs {
 		if he.ev.KV.ModRevision <= w.minRev {
@@ -490,7 +390,7 @@ func (w *hubWatcher) deliver(evs []*hubEvent) {
 		if w.own {
 			obj = ShallowCopy(obj)
 		}
-		batch = append(batch, watch.Event{Type: typ, Object: obj})
+		batch = append(batch, queuedEvent{watch.Event{Type: typ, Object: obj}, he.size})
 	}
 	if len(batch) > 0 {
 		w.push(batch...)
@@ -560,17 +460,19 @@ func (w *hubWatcher) bookmark(rev int64, initialEnd bool) runtime.Object {
 
 // watchShared serves a watch from its prefix's hub; ok false means the
 // hub cannot (the caller uses the per-watch path).
-func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *listQuery, version string, since int64, initial []watch.Event, timeout time.Duration) (watch.Interface, bool) {
+func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *listQuery, version string, since int64, initial *initialEvents, timeout time.Duration) (watch.Interface, bool) {
 	for range 3 { // a hub that just stopped: take the next one
 		h, err := e.hubFor(k, prefix)
 		if err != nil {
 			return nil, false
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		w := &hubWatcher{k: k, q: q, version: version, own: !sharedObjects(ctx),
-			bookmarks: q.opts.AllowWatchBookmarks, cancel: cancel,
-			signal: make(chan struct{}, 1), done: make(chan struct{})}
-		if !h.join(w, since, initial) {
+		w := &hubWatcher{eventQueue: newEventQueue(ctx, e.watchBudget, k.res.Plural, initial),
+			k: k, q: q, version: version, own: !sharedObjects(ctx), cancel: cancel}
+		if initial != nil {
+			initial.ctx = wctx
+		}
+		if !h.join(w, since) {
 			cancel()
 			h.mu.Lock()
 			closed := h.closed
@@ -582,7 +484,7 @@ func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *lis
 		}
 		stopOnParent := context.AfterFunc(ctx, cancel)
 		var timers []*time.Timer
-		if w.bookmarks {
+		if q.opts.AllowWatchBookmarks {
 			var mu sync.Mutex
 			var t *time.Timer
 			tick := func() {
@@ -610,7 +512,7 @@ func (e *Engine) watchShared(ctx context.Context, k *kind, prefix string, q *lis
 				t.Stop()
 			}
 			h.leave(w)
-			close(w.done)
+			w.finish()
 		})
 		return w, true
 	}

@@ -71,7 +71,7 @@ func TestWatchHubSlowWatcherClosed(t *testing.T) {
 		next(t, fast)
 	}
 	bw := slow.(BatchWatcher)
-	evs, open := bw.TakeEvents(nil)
+	evs, open, _ := bw.TakeEvents(nil, 1<<20)
 	if open || len(evs) != 0 {
 		t.Fatalf("slow watcher: %d events, open %v; want closed and emptied", len(evs), open)
 	}

@@ -78,7 +78,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	}
 	switch {
 	case info.Verb == "watch" && info.IsResourceRequest:
-		release, ok := s.limits.acquireWatch(user.Name + "@" + rc.RemoteIP().String())
+		release, ok := s.limits.acquireWatch(user.Name, rc.RemoteIP().String())
 		if !ok {
 			tooManyRequests(rc)
 			return

@@ -58,7 +58,7 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 // metricSources wires the scrape-time sources the server can provide:
 // leases from the engine, storage and plugins from the UI's sources.
 func (s *Server) metricSources(opts Options) metrics.Sources {
-	src := metrics.Sources{Election: opts.Election, Undecodable: s.undecodable}
+	src := metrics.Sources{Election: opts.Election, Undecodable: s.undecodable, Watches: opts.Engine.WatchStats}
 	if res, ok := opts.Engine.ResourceFor(coordinationv1.GroupName, "v1", "leases"); ok {
 		eng := opts.Engine
 		src.Leases = func(ctx context.Context) ([]metrics.Lease, error) {

@@ -88,7 +88,7 @@ func New(opts Options) (*Handler, error) {
 	h.producesAll = strings.Join(append(append([]string(nil), h.mediaTypes...), h.streamTypes...), ", ")
 	h.groups = groupsOf(opts.Engine.Resources())
 	h.encoders = h.buildEncoders()
-	h.frames = newFrameCache(4096)
+	h.frames = newFrameCache(4096, frameCacheBytes)
 	var err error
 	if h.disc, err = newDiscovery(opts.Engine.Resources(), h.groups); err != nil {
 		return nil, err

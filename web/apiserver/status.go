@@ -184,7 +184,16 @@ func (h *Handler) writeObject(rc *fasthttp.RequestCtx, r restriction, code int, 
 	enc := h.encoder(mo.info, pretty, gv)
 	rc.SetContentType(mo.info.MediaType)
 	rc.SetStatusCode(code)
-	if err := enc.Encode(obj, rc.Response.BodyWriter()); err != nil {
+	err := errNotCollection
+	if mo.info.MediaType == runtime.ContentTypeYAML {
+		if ok, yerr := encodeYAMLCollection(enc, obj, rc.Response.BodyWriter()); ok {
+			err = yerr
+		}
+	}
+	if err == errNotCollection {
+		err = enc.Encode(obj, rc.Response.BodyWriter())
+	}
+	if err != nil {
 		// Nothing useful has been sent yet: replace it with a 500.
 		rc.Response.ResetBody()
 		st := h.toStatus(rc, fmt.Errorf("encoding %T: %w", obj, err))

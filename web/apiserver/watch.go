@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -43,7 +44,12 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		secs := int64((minRequestTimeout + rand.N(minRequestTimeout)) / time.Second)
 		opts.TimeoutSeconds = &secs
 	}
-	timeout := time.Duration(*opts.TimeoutSeconds) * time.Second
+	// A timeoutSeconds beyond engine.MaxWatchTimeout is clamped to it:
+	// the product would overflow and end the watch at once.
+	timeout := engine.MaxWatchTimeout
+	if secs := *opts.TimeoutSeconds; secs < int64(timeout/time.Second) {
+		timeout = time.Duration(secs) * time.Second
+	}
 	enc, err := r.newWatchEncoder(smo.info, mo.convert, tableOpts)
 	if err != nil {
 		return err
@@ -53,7 +59,8 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 	ctx = engine.WithWarnings(ctx, &r.warnings)
 	// The stream copies an object before any encoder that writes to it
 	// (encode), so it can take the objects the engine shares.
-	w, err := r.h.eng.Watch(engine.WithSharedWatchObjects(ctx), r.scope, opts)
+	lag := &lagDeadline{conn: r.rc.Conn(), active: true}
+	w, err := r.h.eng.Watch(engine.WithLaggingHook(engine.WithSharedWatchObjects(ctx), lag.lagged), r.scope, opts)
 	if err != nil {
 		cancel()
 		return err
@@ -84,14 +91,18 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		// WriteTo on the connection's own goroutine: no pipe and no extra
 		// goroutine per stream, one chunk per flush.
 		r.h.watchStreams.Add(1)
+		cleanup := sync.OnceFunc(func() {
+			lag.end()
+			r.h.watchStreams.Add(-1)
+			ended()
+			cancel()
+			w.Stop()
+		})
 		r.rc.Response.SetBodyStream(&watchBody{run: func(out io.Writer) error {
-			defer r.h.watchStreams.Add(-1)
-			defer ended()
-			defer cancel()
-			defer w.Stop()
+			defer cleanup()
 			defer guard()
 			return enc.streamBatches(ctx, bw, out, r.h.watchFlushInterval)
-		}, log: log}, -1)
+		}, log: log, cancel: cancel, cleanup: cleanup}, -1)
 		return nil
 	}
 	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
@@ -106,14 +117,54 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 	return nil
 }
 
+// laggingWriteGrace is how long a stream whose watch was closed for
+// falling behind may stay blocked in a write to a client that stopped
+// reading. Then the write fails, and the stream, the batch it holds and
+// its watch slot go; without it they would stay until the client
+// disconnects.
+const laggingWriteGrace = 10 * time.Second
+
+// lagDeadline sets the write deadline of a stream's connection when its
+// watch is closed as lagging (engine.WithLaggingHook), and clears it when
+// the stream ends in time, so that a kept-alive connection serves its
+// next request without it. Once the stream ended the hook does nothing:
+// the connection may be serving another request.
+type lagDeadline struct {
+	conn     net.Conn
+	mu       sync.Mutex
+	active   bool
+	deadline bool
+}
+
+func (d *lagDeadline) lagged() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active && d.conn != nil {
+		d.deadline = true
+		_ = d.conn.SetWriteDeadline(time.Now().Add(laggingWriteGrace))
+	}
+}
+
+func (d *lagDeadline) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active = false
+	if d.deadline {
+		_ = d.conn.SetWriteDeadline(time.Time{})
+	}
+}
+
 // watchBody is the body of a watch response served from a BatchWatcher.
 // fasthttp uses WriteTo (BodyWriterTo); Read, for any path that reads
 // instead, runs the same stream through a pipe.
 type watchBody struct {
-	run  func(io.Writer) error
-	log  *slog.Logger
-	once sync.Once
-	pr   *io.PipeReader
+	run func(io.Writer) error
+	log *slog.Logger
+	// cancel ends the stream's context; cleanup releases everything the
+	// stream holds (the watch, its slot), for a body never written.
+	cancel, cleanup func()
+	once            sync.Once
+	pr              *io.PipeReader
 }
 
 func (b *watchBody) SupportsBodyWriteTo() bool { return true }
@@ -144,9 +195,10 @@ func (b *watchBody) Read(p []byte) (int, error) {
 }
 
 func (b *watchBody) Close() error {
-	b.once.Do(func() {}) // never started: nothing to end but the watch
+	b.once.Do(b.cleanup) // never started: end the watch and free its slot
 	if b.pr != nil {
 		_ = b.pr.Close()
+		b.cancel() // the reader went away: end the stream writing to it
 	}
 	return nil
 }
@@ -265,38 +317,71 @@ func (e *watchEncoder) stream(ctx context.Context, ch <-chan watch.Event, bw *bu
 	}
 }
 
+// watchBatchBytes is about how much of a stream's queue is taken, encoded
+// and written at once (by the events' stored size): a stream holds one
+// batch, however far behind its client is; the rest stays in the engine's
+// queue, counted against the watch budgets.
+const watchBatchBytes = 64 << 10
+
 // streamBatches is stream for a watch that queues its events: it takes
-// everything queued at once and writes it with one Write (one HTTP chunk,
-// usually one socket write) per flush, at most once per interval(), so a
-// stream costs one wake-up and one write per flush however many events
-// arrive in between.
+// what is queued in batches of about watchBatchBytes and writes each with
+// one Write (one HTTP chunk, usually one socket write), a large frame on
+// its own without a copy. When the queue is drained it waits for the next
+// flush to be due (interval()), so a stream costs one wake-up and one
+// write per flush however many events arrive in between.
 func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher, dst io.Writer, interval func() time.Duration) error {
 	var buf bytes.Buffer
 	out := e.framer(&buf)
+	flush := func() error {
+		if buf.Len() == 0 {
+			return nil
+		}
+		_, err := dst.Write(buf.Bytes())
+		if buf.Cap() > 256<<10 {
+			buf = bytes.Buffer{} // a burst's buffer goes; framers hold &buf
+		}
+		buf.Reset()
+		return err
+	}
 	var evs []watch.Event
 	var lastFlush time.Time
 	var timer *time.Timer
 	for {
-		var open bool
-		evs, open = w.TakeEvents(evs[:0])
+		var open, more bool
+		evs, open, more = w.TakeEvents(evs[:0], watchBatchBytes)
 		for i := range evs {
+			if frame, ok := e.fastFrame(evs[i]); ok {
+				if len(frame) < watchBatchBytes/4 {
+					_, _ = out.Write(frame) // a bytes.Buffer
+					continue
+				}
+				if err := flush(); err != nil {
+					return err
+				}
+				if _, err := dst.Write(frame); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := e.encode(evs[i], out); err != nil {
 				return err
 			}
 		}
 		clear(evs)
-		if buf.Len() > 0 {
-			if _, err := dst.Write(buf.Bytes()); err != nil {
-				return err
-			}
-			if buf.Cap() > 256<<10 {
-				buf = bytes.Buffer{} // a burst's buffer goes; framers hold &buf
-			}
-			buf.Reset()
+		if err := flush(); err != nil {
+			return err
+		}
+		if e.obj.Cap() > 256<<10 || e.ev.Cap() > 256<<10 {
+			e.obj, e.ev = bytes.Buffer{}, bytes.Buffer{} // a large event's scratch goes
+		}
+		if len(evs) > 0 {
 			lastFlush = time.Now()
 		}
 		if !open {
 			return nil
+		}
+		if more {
+			continue
 		}
 		if len(evs) == 0 {
 			select {
@@ -322,14 +407,21 @@ func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher,
 	}
 }
 
+// fastFrame is the shared plain JSON frame of an event (frameCache), when
+// the stream writes plain JSON of a kind the engine has a codec for.
+func (e *watchEncoder) fastFrame(ev watch.Event) ([]byte, bool) {
+	if !e.fastJSON { // implies no conversion
+		return nil, false
+	}
+	return e.r.h.frames.frame(ev.Type, ev.Object, e.gv)
+}
+
 // encode writes one event.
 func (e *watchEncoder) encode(ev watch.Event, out io.Writer) error {
 	obj := ev.Object
-	if e.fastJSON { // implies no conversion
-		if frame, ok := e.r.h.frames.frame(ev.Type, obj, e.gv); ok {
-			_, err := out.Write(frame)
-			return err
-		}
+	if frame, ok := e.fastFrame(ev); ok {
+		_, err := out.Write(frame)
+		return err
 	}
 	// The engine shares event objects between watchers, and encoders set
 	// the TypeMeta of what they encode: encode a copy.

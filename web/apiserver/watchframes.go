@@ -17,15 +17,23 @@ import (
 // the engine hands the same read-only object to every watcher of an event
 // (engine.WithSharedWatchObjects), and an entry keeps its object alive, so
 // the address cannot be reused for another object while it is cached.
+// It holds at most size frames of maxBytes together (frames and the
+// objects they keep alive are about the same size), so large objects
+// cannot make it grow to size times their size.
 type frameCache struct {
 	// entries is read by every watch stream for every event: a sync.Map
 	// keeps those reads free of a shared lock. mu orders insertions and
 	// the first-in first-out eviction.
-	entries sync.Map // frameKey -> []byte
-	mu      sync.Mutex
-	order   []frameKey
-	next    int
+	entries  sync.Map // frameKey -> []byte
+	mu       sync.Mutex
+	order    []frameKey // a ring of the cached keys, oldest at first
+	first, n int
+	bytes    int
+	maxBytes int
 }
+
+// frameCacheBytes bounds the frames cached together.
+const frameCacheBytes = 8 << 20
 
 // frameKey holds the object itself: runtime.Objects are pointers, so
 // equal keys are the same object.
@@ -34,8 +42,8 @@ type frameKey struct {
 	typ watch.EventType
 }
 
-func newFrameCache(size int) *frameCache {
-	return &frameCache{order: make([]frameKey, size)}
+func newFrameCache(size, maxBytes int) *frameCache {
+	return &frameCache{order: make([]frameKey, size), maxBytes: maxBytes}
 }
 
 // frame returns the plain JSON watch frame of an event in version gv
@@ -49,15 +57,25 @@ func (c *frameCache) frame(typ watch.EventType, obj runtime.Object, gv schema.Gr
 	if !ok {
 		return nil, false
 	}
+	if len(f) > c.maxBytes/8 {
+		return f, true // too large to share the cache with others
+	}
 	if prev, loaded := c.entries.LoadOrStore(k, f); loaded {
 		return prev.([]byte), true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.order[c.next]; old.obj != nil {
-		c.entries.Delete(old)
+	for c.n > 0 && (c.n == len(c.order) || c.bytes+len(f) > c.maxBytes) {
+		old := c.order[c.first]
+		c.order[c.first] = frameKey{}
+		c.first = (c.first + 1) % len(c.order)
+		c.n--
+		if v, ok := c.entries.LoadAndDelete(old); ok {
+			c.bytes -= len(v.([]byte))
+		}
 	}
-	c.order[c.next] = k
-	c.next = (c.next + 1) % len(c.order)
+	c.order[(c.first+c.n)%len(c.order)] = k
+	c.n++
+	c.bytes += len(f)
 	return f, true
 }

@@ -24,6 +24,9 @@ func TestRegistryOutput(t *testing.T) {
 		},
 		Election:    func() (election.Stats, bool) { return election.Stats{Decisions: 7}, true },
 		Undecodable: func() engine.UndecodableStats { return engine.UndecodableStats{Records: 1, Skipped: 3} },
+		Watches: func() engine.WatchStats {
+			return engine.WatchStats{QueuedBytes: 1234, LaggingClosed: 3, QueueBytesPerWatch: 8 << 20, QueueBytesTotal: 64 << 20}
+		},
 	})
 	var b bytes.Buffer
 	r.WritePrometheus(context.Background(), &b)
@@ -44,6 +47,10 @@ func TestRegistryOutput(t *testing.T) {
 		`leasehold_election_decisions_total 7`,
 		`leasehold_storage_undecodable_objects 1`,
 		`leasehold_storage_undecodable_reads_total 3`,
+		`leasehold_watch_lagging_closed_total 3`,
+		`leasehold_watch_queued_bytes 1234`,
+		`leasehold_watch_queue_budget_bytes{scope="watch"} 8388608`,
+		`leasehold_watch_queue_budget_bytes{scope="total"} 67108864`,
 		`process_cpu_seconds_total`,
 	} {
 		if !strings.Contains(out, want) {

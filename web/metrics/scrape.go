@@ -35,6 +35,9 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 	if src.Undecodable != nil {
 		writeUndecodable(w, src.Undecodable())
 	}
+	if src.Watches != nil {
+		writeWatches(w, src.Watches())
+	}
 }
 
 // writeUndecodable writes the damaged-record series; the keys are in the
@@ -44,6 +47,15 @@ func writeUndecodable(w io.Writer, st engine.UndecodableStats) {
 	fmt.Fprintf(w, "leasehold_storage_undecodable_objects %d\n", st.Records)
 	help(w, "leasehold_storage_undecodable_reads_total", "counter", "Reads (lists, watches, gets, writes) that met an undecodable stored object.")
 	fmt.Fprintf(w, "leasehold_storage_undecodable_reads_total %d\n", st.Skipped)
+}
+
+func writeWatches(w io.Writer, st engine.WatchStats) {
+	help(w, "leasehold_watch_lagging_closed_total", "counter", "Watches closed because their client fell behind (their queue passed its budget, or the budget of all watches); their clients re-watch.")
+	fmt.Fprintf(w, "leasehold_watch_lagging_closed_total %d\n", st.LaggingClosed)
+	help(w, "leasehold_watch_queued_bytes", "gauge", "Stored size of the events queued for every watch, as counted against the budgets.")
+	fmt.Fprintf(w, "leasehold_watch_queued_bytes %d\n", st.QueuedBytes)
+	help(w, "leasehold_watch_queue_budget_bytes", "gauge", "The budget of one watch's queue (scope=\"watch\") and of all watches together (scope=\"total\").")
+	fmt.Fprintf(w, "leasehold_watch_queue_budget_bytes{scope=\"watch\"} %d\nleasehold_watch_queue_budget_bytes{scope=\"total\"} %d\n", st.QueueBytesPerWatch, st.QueueBytesTotal)
 }
 
 func writeLeases(w io.Writer, leases []Lease) {

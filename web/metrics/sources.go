@@ -23,6 +23,8 @@ type Sources struct {
 	Plugins func() []Plugin
 	// Undecodable reports the stored values the engine cannot decode.
 	Undecodable func() engine.UndecodableStats
+	// Watches reports the watch queues.
+	Watches func() engine.WatchStats
 }
 
 // Lease is what the per-lease series report of one Lease.
