@@ -120,6 +120,14 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 			return nil, storageError(err)
 		}
 		since = res.Revision
+		// The response's headers go out before the events, so only the
+		// first page's damaged records can be named in a Warning; later
+		// pages' are skipped and reported in the log and metrics alone.
+		for i := range res.KVs {
+			if _, err := k.decode(res.KVs[i].Value, res.KVs[i].ModRevision); err != nil {
+				AddWarning(ctx, k.skippedWarning(res.KVs[i].Key))
+			}
+		}
 		initial = &initialEvents{e: e, k: k, q: q, version: s.Version, prefix: prefix, rev: since,
 			page: res.KVs, more: res.More, pageLimit: initialFirstPage, bookmark: q.opts.AllowWatchBookmarks}
 	}
