@@ -182,11 +182,11 @@ func (r *runner) loadModule(ctx context.Context, wasm []byte, file string, built
 
 // SelfTestResult is one golden vector's outcome.
 type SelfTestResult struct {
-	Sample   string        `json:"sample"`
-	Action   abi.Action    `json:"action,omitempty"`
-	Ranked   int           `json:"ranked"`
-	Duration Duration `json:"duration"`
-	Err      string        `json:"error,omitempty"`
+	Sample   string     `json:"sample"`
+	Action   abi.Action `json:"action,omitempty"`
+	Ranked   int        `json:"ranked"`
+	Duration Duration   `json:"duration"`
+	Err      string     `json:"error,omitempty"`
 }
 
 func (m *module) selfTest(ctx context.Context) ([]SelfTestResult, error) {
