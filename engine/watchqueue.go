@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +235,7 @@ func (q *eventQueue) pump() {
 			case <-q.signal:
 			case <-q.done:
 				// Hand over what was queued before the end.
-				evs, _, _ := q.TakeEvents(buf[:0], 1<<62)
+				evs, _, _ := q.TakeEvents(buf[:0], math.MaxInt)
 				for _, ev := range evs {
 					select {
 					case q.ch <- ev:
