@@ -170,6 +170,8 @@ func TestCandidateForPlainLease(t *testing.T) {
 // once, for the reason given.
 func assertKnewLease(t *testing.T, env *testEnv, trigger abi.Reason) {
 	t.Helper()
+	// The grant is visible in the store before the controller counts it.
+	env.eventually(2*time.Second, "the grant counted", func() bool { return env.c.Stats().Grants >= 1 })
 	if st := env.c.Stats(); st.WriteErrors != 0 || st.Grants != 1 {
 		t.Errorf("stats = %+v", st)
 	}
