@@ -11,6 +11,10 @@ import (
 // runs it with the host's validation, so authors can unit-test without
 // building a module.
 func TestDecideNative(t *testing.T) {
+	// Register is once per process; start from none, so the test can
+	// run again in the same process (go test -count=N).
+	registered, info = nil, abi.Info{}
+	t.Cleanup(func() { registered, info = nil, abi.Info{} })
 	in := abi.SampleInput("example.com/test")
 	if _, err := Decide(in); err == nil {
 		t.Fatal("Decide without Register succeeded")
