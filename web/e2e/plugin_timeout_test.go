@@ -125,6 +125,16 @@ func TestE2EPluginTimeoutIsTheDecisionDeadline(t *testing.T) {
 		a["leasehold.dev/elected-by-module"] != waiterStrategy+"@1 sha256:"+sum {
 		t.Errorf("wait-1500 was not granted by the module: annotations %v; decisions %+v", a, leaseDecisions(t, ts, "wait-1500"))
 	}
+	// The decision is recorded just after the lease is written: wait for it.
+	eventually(t, 15*time.Second, "wait-1500's grant recorded", func() (bool, string) {
+		recs := leaseDecisions(t, ts, "wait-1500")
+		for _, r := range recs {
+			if r.Action == "grant" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", recs)
+	})
 	var applied bool
 	for _, r := range leaseDecisions(t, ts, "wait-1500") {
 		if r.Action == "strategy-error" || r.Fallback {
@@ -144,6 +154,15 @@ func TestE2EPluginTimeoutIsTheDecisionDeadline(t *testing.T) {
 	if a["leasehold.dev/election-fallback-from"] != waiterStrategy {
 		t.Errorf("wait-2500 was not granted by the fallback: annotations %v", a)
 	}
+	eventually(t, 15*time.Second, "wait-2500's strategy error recorded", func() (bool, string) {
+		recs := leaseDecisions(t, ts, "wait-2500")
+		for _, r := range recs {
+			if r.Action == "strategy-error" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", recs)
+	})
 	var cutOff bool
 	for _, r := range leaseDecisions(t, ts, "wait-2500") {
 		cutOff = cutOff || (r.Action == "strategy-error" && strings.Contains(r.Reason, "timed out: "+limit))
