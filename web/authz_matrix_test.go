@@ -41,39 +41,12 @@ var matrixPolicies = auth.Policies{
 // user carries data from a namespace it may not read.
 func TestAuthorizationMatrix(t *testing.T) {
 	ctx := context.Background()
-	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng, err := engine.New(engine.Options{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := metrics.New() // per-lease series off, the default
 	var tokens []auth.TokenEntry
 	for _, u := range matrixUsers[1:] {
 		tokens = append(tokens, auth.TokenEntry{Token: "token-" + u, User: auth.User{Name: u}})
 	}
-	srv, err := web.NewServer(web.Options{
-		Engine: eng, Version: testVersion, Metrics: reg,
-		Auth:     &auth.Authenticator{Tokens: auth.NewTokens(tokens)},
-		Policies: matrixPolicies,
-		Backup:   st.Backup,
-		UI:       ui.Sources{Decisions: eng.Decisions},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + ln.Addr().String()
+	base, eng := startAuthorizingServer(t, tokens, matrixPolicies, reg)
 
 	// The secret namespace's data: a lease with a recognisable holder and
 	// a decision that names it.
@@ -158,4 +131,39 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startAuthorizingServer serves, on a real engine and bbolt store, with
+// token authentication, the policies, the online backup and the UI's
+// decision history: every route an authorization test needs. It returns
+// the base URL and the engine.
+func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies auth.Policies, reg *metrics.Registry) (string, *engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := engine.New(engine.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.NewServer(web.Options{
+		Engine: eng, Version: testVersion, Metrics: reg, Policies: policies, Backup: st.Backup,
+		Auth: &auth.Authenticator{Tokens: auth.NewTokens(tokens)},
+		UI:   ui.Sources{Decisions: eng.Decisions},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + ln.Addr().String(), eng
 }

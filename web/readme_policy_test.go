@@ -1,18 +1,12 @@
 package web_test
 
 import (
-	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/storage/boltdb"
-	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
-	"github.com/leasehold/leasehold/web/ui"
 )
 
 // readmePolicy returns the example policy file of README.md's
@@ -46,36 +40,13 @@ func TestReadmePolicyGrantsWhatItSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng, err := engine.New(engine.Options{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
 	users := []auth.TokenEntry{
 		{Token: "t-admin", User: auth.User{Name: "admin"}},
 		{Token: "t-device", User: auth.User{Name: "device-7", Groups: []string{"devices"}}},
 		{Token: "t-someone", User: auth.User{Name: "someone"}},
 		{Token: "t-prom", User: auth.User{Name: "prometheus"}},
 	}
-	srv, err := web.NewServer(web.Options{Engine: eng, Version: testVersion, Policies: policies, Backup: st.Backup,
-		Auth: &auth.Authenticator{Tokens: auth.NewTokens(users)}, UI: ui.Sources{Decisions: eng.Decisions}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + ln.Addr().String()
+	base, _ := startAuthorizingServer(t, users, policies, nil)
 	edge := "/apis/coordination.k8s.io/v1/namespaces/edge/leases"
 	for _, tc := range []struct {
 		token, method, path string
