@@ -13,6 +13,19 @@ export function system(root) {
   root.append(h('h1', {}, 'System'), body);
   let timer = null;
   let stopped = false;
+  // The live-data card describes this page's own streams, so it follows
+  // them on every refresh, not only when the status is re-read.
+  const live = h('dl', { class: 'fields', id: 'live' });
+  let liveKey = '';
+  function renderLive() {
+    const rows = [
+      ['Leases', `${store.leases.items.size} (${store.leases.state})`],
+      ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
+      ['Lease watch resourceVersion', store.leases.rv || '—'],
+    ];
+    const k = JSON.stringify(rows);
+    if (k !== liveKey) { liveKey = k; live.replaceChildren(...dl(rows).childNodes); }
+  }
 
   async function load() {
     try {
@@ -51,12 +64,9 @@ export function system(root) {
         ? h('ul', { class: 'checks', id: 'checks' }, s.checks.map((c) => h('li', { class: c.ok ? 'ok' : 'fail' },
           h('span', { class: 'mark', 'aria-hidden': 'true' }, c.ok ? '✓' : '✗'), `${c.name}: ${c.ok ? 'ok' : 'failed'}`)))
         : h('p', { class: 'muted' }, 'No data.')),
-      card('Live data', dl([
-        ['Leases', `${store.leases.items.size} (${store.leases.state})`],
-        ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
-        ['Lease watch resourceVersion', store.leases.rv || '—'],
-      ])),
+      card('Live data', live),
     ];
+    renderLive();
     const mods = s.modules == null
       ? h('p', { class: 'muted' }, 'No data: strategy modules are not wired.')
       : s.modules.length === 0 ? h('p', { class: 'muted' }, 'No strategy modules loaded.')
@@ -74,7 +84,7 @@ export function system(root) {
   }
 
   load();
-  return { update() {}, destroy() { stopped = true; clearTimeout(timer); } };
+  return { update: renderLive, destroy() { stopped = true; clearTimeout(timer); } };
 }
 
 function card(title, content) {
