@@ -383,7 +383,6 @@ func TestTransitionsHistory(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('#timeline li').innerText`); !strings.Contains(got, "fw-b released, then elected by oldest-emulation-version: fw-c is preferred") {
 		t.Errorf("the hand-over: %q", got)
 	}
-	screenshot(t, ctx, "transitions")
 	noConsoleErrors(t, errs)
 }
 
@@ -402,17 +401,17 @@ func TestLastAppliedCollapsed(t *testing.T) {
 	errs := consoleErrors(ctx)
 	navigate(t, ctx, e.base+"/ui/#/lease/default/applied")
 	ann := `document.querySelector('dd[data-f="Annotations"]')`
-	want := fmt.Sprintf("kubectl.kubernetes.io/last-applied-configuration (%d bytes) show\nteam=edge", len(applied))
+	want := fmt.Sprintf("kubectl.kubernetes.io/last-applied-configuration (%d bytes)\nteam=edge", len(applied))
 	waitFor(t, ctx, 5*time.Second, ann+`?.innerText === `+strconv.Quote(want), ann+`?.innerText`)
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`dd[data-f="Annotations"] button`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`dd[data-f="Annotations"] summary`))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, 2*time.Second, ann+`.querySelector('pre').innerText.includes('"holderIdentity":"node-1"') && `+ann+`.querySelector('button').getAttribute('aria-expanded') === 'true'`, ann+`.innerText`)
+	waitFor(t, ctx, 2*time.Second, ann+`.querySelector('details').open && `+ann+`.querySelector('pre').innerText.includes('"holderIdentity":"node-1"')`, ann+`.innerText`)
 	// It stays open when the lease changes and the page renders it again.
 	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/default/leases/applied",
 		map[string]any{"metadata": map[string]any{"annotations": map[string]any{"team": "edge-2"}}}, 200)
 	waitFor(t, ctx, 5*time.Second, ann+`.innerText.includes('team=edge-2')`, ann+`.innerText`)
-	if got := eval[bool](t, ctx, ann+`.querySelector('pre').hidden`); got {
+	if got := eval[bool](t, ctx, ann+`.querySelector('details').open`); !got {
 		t.Error("the annotation closed again by itself")
 	}
 	noConsoleErrors(t, errs)

@@ -125,7 +125,7 @@ export function overview(root, params) {
     const counts = zero();
     const totals = zero();
     const needle = f.q.toLowerCase();
-    const match = (r) => (!f.ns || r.ns === f.ns) && (!needle || `${r.ns}/${r.name} ${r.st.holder} ${r.st.preferred}`.toLowerCase().includes(needle));
+    const match = (r) => (!f.ns || r.ns === f.ns) && (!needle || `${r.ns}/${r.name} ${r.st.holder}`.toLowerCase().includes(needle));
     for (const [k, l] of store.leases.items) {
       const ns = l.metadata.namespace;
       nss.add(ns);
@@ -175,10 +175,10 @@ export function overview(root, params) {
   function fill(el, r, live, t) {
     const st = r.st;
     setText(el.holder, st.holder || '—');
-    // A coordinated lease whose preferredHolder differs from its holder is
-    // being handed over (or, vacant, waits for that candidate).
-    const to = st.preferred && st.preferred !== st.holder ? st.preferred : '';
-    setText(el.pref, to && (st.holder ? `handing over to ${to}` : `preferred: ${to}`));
+    // A coordinated lease whose preferredHolder is not its holder is being
+    // handed over.
+    const to = st.holder && st.preferred !== st.holder && st.preferred;
+    setText(el.pref, to ? `handing over to ${to}` : '');
     el.pref.hidden = !to;
     el.badge.className = `badge s-${st.key}`;
     setText(el.badge, st.label);

@@ -13,18 +13,16 @@ export function system(root) {
   root.append(h('h1', {}, 'System'), body);
   let timer = null;
   let stopped = false;
-  // The live-data card describes this page's own streams, so it follows
+  // The live-data card describes this page's own streams: it follows
   // them on every refresh, not only when the status is re-read.
-  const live = h('dl', { class: 'fields', id: 'live' });
-  let liveKey = '';
+  const live = h('div', { id: 'live' });
   function renderLive() {
-    const rows = [
+    const d = dl([
       ['Leases', `${store.leases.items.size} (${store.leases.state})`],
       ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
       ['Lease watch resourceVersion', store.leases.rv || '—'],
-    ];
-    const k = JSON.stringify(rows);
-    if (k !== liveKey) { liveKey = k; live.replaceChildren(...dl(rows).childNodes); }
+    ]);
+    if (d.textContent !== live.textContent) live.replaceChildren(d);
   }
 
   async function load() {
