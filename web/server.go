@@ -158,7 +158,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.api = api
 	if s.ui, err = ui.New(ui.Options{
-		Sources: opts.UI, Version: opts.Version, Logger: s.log, Checks: s.readyChecks,
+		Sources: opts.UI, Version: opts.Version, Logger: s.log, Checks: s.readyChecks, Engine: opts.Engine,
 	}); err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
@@ -221,6 +221,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	idleCtx, stopIdle := context.WithCancel(ctx)
 	defer stopIdle()
 	go s.releaseIdleMemory(idleCtx)
+	go s.ui.WatchHolders(idleCtx)
 	select {
 	case err := <-errc:
 		if err != nil {

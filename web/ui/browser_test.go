@@ -3,7 +3,9 @@ package ui_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 // rowState is the expression of a lease row's "holder|state|expires" text.
 func rowState(key string) string {
 	return `(() => { const r = document.querySelector('tr[data-key="` + key + `"]');
-		return r ? [r.querySelector('.c-holder').innerText, r.querySelector('.badge').innerText, r.querySelector('.exp').innerText].join('|') : 'missing'; })()`
+		return r ? [r.querySelector('.c-holder code').innerText, r.querySelector('.badge').innerText, r.querySelector('.exp').innerText].join('|') : 'missing'; })()`
 }
 
 const pageState = `document.getElementById('main').innerText.slice(0, 600) + ' | conn: ' + document.getElementById('conn').innerText`
@@ -26,6 +28,19 @@ const pageState = `document.getElementById('main').innerText.slice(0, 600) + ' |
 // election decision for the coordinated one.
 func seed(t *testing.T, e *env) {
 	t.Helper()
+	now := time.Now()
+	module := engine.DecisionModule{Name: "oldest-emulation-version", Version: "1.0.0", Builtin: true}
+	record := func(d engine.DecisionRecord) {
+		t.Helper()
+		if err := e.eng.RecordDecision(context.Background(), "edge", "gateway", d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The controller records a grant just before it writes the lease.
+	record(engine.DecisionRecord{Time: now, Trigger: "lease_missing", Strategy: "OldestEmulationVersion", Action: "grant", Chosen: "gw-2",
+		Module: module, Ranking: []string{"gw-2"},
+		Candidates: []engine.DecisionCandidate{{Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
+		Reason:     "only candidate", Outcome: "ok"})
 	for _, l := range []lease{
 		{ns: "kube-system", name: "kube-scheduler", holder: "node-a_6f1c2", duration: 3600, renewed: 2 * time.Second, transitions: 3},
 		{ns: "default", name: "billing-worker", holder: "billing-7d9f-x2", duration: 400, renewed: 320 * time.Second, transitions: 1}, // expiring for 80 s: room for a slow browser
@@ -37,22 +52,12 @@ func seed(t *testing.T, e *env) {
 	}
 	e.createCandidate(t, "edge", "gw-1", "gateway", "1.37.0", "1.36.0", 3*time.Second)
 	e.createCandidate(t, "edge", "gw-2", "gateway", "1.37.0", "1.37.0", 4*time.Second)
-	now := time.Now()
-	for _, d := range []engine.DecisionRecord{
-		{Time: now.Add(-10 * time.Minute), Trigger: "lease_missing", Strategy: "OldestEmulationVersion", Action: "grant", Chosen: "gw-2",
-			Module: engine.DecisionModule{Name: "oldest-emulation-version", Version: "1.0.0", Builtin: true}, Ranking: []string{"gw-2"},
-			Candidates: []engine.DecisionCandidate{{Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
-			Reason:     "only candidate", Outcome: "ok"},
-		{Time: now.Add(-time.Second), Trigger: "candidate_changed", Strategy: "OldestEmulationVersion", Holder: "gw-2", Action: "prefer", Chosen: "gw-1",
-			Module:     engine.DecisionModule{Name: "oldest-emulation-version", Version: "1.0.0", SHA256: "9f2b6c0d4e8a1b3c", Builtin: true},
-			Ranking:    []string{"gw-1", "gw-2"},
-			Candidates: []engine.DecisionCandidate{{Name: "gw-1", EmulationVersion: "1.36.0", Acked: true, State: "acked"}, {Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
-			Reason:     "gw-1 emulates the oldest version (1.36.0 < 1.37.0)", Outcome: "ok"},
-	} {
-		if err := e.eng.RecordDecision(context.Background(), "edge", "gateway", d, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	module.SHA256 = "9f2b6c0d4e8a1b3c"
+	record(engine.DecisionRecord{Time: time.Now(), Trigger: "candidate_changed", Strategy: "OldestEmulationVersion", Holder: "gw-2", Action: "prefer", Chosen: "gw-1",
+		Module:     module,
+		Ranking:    []string{"gw-1", "gw-2"},
+		Candidates: []engine.DecisionCandidate{{Name: "gw-1", EmulationVersion: "1.36.0", Acked: true, State: "acked"}, {Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
+		Reason:     "gw-1 emulates the oldest version (1.36.0 < 1.37.0)", Outcome: "ok"})
 }
 
 func TestOverview(t *testing.T) {
@@ -85,6 +90,14 @@ func TestOverview(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('tr[data-key="edge/gateway"] .c-candidates').innerText`); got != "2" {
 		t.Errorf("gateway candidates = %q, want 2", got)
 	}
+	// A pending hand-over names its target; other rows say nothing more.
+	if got := eval[string](t, ctx, `[...document.querySelectorAll('.pref')].filter(p => !p.hidden).map(p => p.closest('tr').dataset.key + ': ' + p.innerText).join(', ')`); got != "edge/gateway: handing over to gw-1" {
+		t.Errorf("hand-over targets shown: %q", got)
+	}
+	chips := `[...document.querySelectorAll('.chip')].map(c => c.innerText).join(', ')`
+	if got := eval[string](t, ctx, chips); got != "Held 1, Expiring 1, Expired 1, Vacant 1, Handover pending 1" {
+		t.Errorf("chips without a filter = %q", got)
+	}
 	screenshot(t, ctx, "overview")
 	darkMode(t, ctx, true)
 	screenshot(t, ctx, "overview-dark")
@@ -95,6 +108,8 @@ func TestOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, 2*time.Second, `location.hash === '#/?q=edge' && document.querySelectorAll('#leases tbody tr').length === 2`, `location.hash`)
+	// The chips count what the search lets through, out of all.
+	waitFor(t, ctx, 2*time.Second, chips+` === 'Held 0 of 1, Expiring 0 of 1, Expired 0 of 1, Vacant 1 of 1, Handover pending 1 of 1'`, chips)
 	navigate(t, ctx, e.base+"/ui/#/?state=expired&sort=name&dir=desc")
 	waitFor(t, ctx, 5*time.Second, `document.querySelectorAll('#leases tbody tr').length === 1 && `+text("#summary")+` === '1 of 5 leases'`, pageState)
 	if got := eval[string](t, ctx, `document.getElementById('state').value + ' ' + document.querySelector('th[aria-sort]').innerText + ' ' + document.querySelector('th[aria-sort]').getAttribute('aria-sort')`); got != "expired Lease descending" {
@@ -199,8 +214,8 @@ func TestDetail(t *testing.T) {
 			t.Errorf("decision lacks %q:\n%s", want, decided)
 		}
 	}
-	if got := eval[string](t, ctx, text("#timeline")); !strings.Contains(got, "∅ → gw-2") || !strings.Contains(got, "elected by oldest-emulation-version: only candidate") {
-		t.Errorf("timeline: %q", got)
+	if got := eval[string](t, ctx, text("#timeline")); !strings.Contains(got, "∅ → gw-2\nelected by oldest-emulation-version: only candidate") || strings.Count(got, "→") != 1 {
+		t.Errorf("timeline: %q, want the one grant", got)
 	}
 	if got := eval[int](t, ctx, `document.querySelectorAll('#history tbody tr').length`); got != 2 {
 		t.Errorf("decision history rows = %d, want 2", got)
@@ -266,6 +281,11 @@ func TestSystem(t *testing.T) {
 	errs := consoleErrors(ctx)
 	navigate(t, ctx, e.base+"/ui/#/system")
 	waitFor(t, ctx, 5*time.Second, `!!document.getElementById('modules')`, pageState)
+	// The live-data card follows the page's streams as the header does,
+	// not the status re-read every 5 s: once the header says Live, so
+	// does the card, within a frame or two.
+	waitFor(t, ctx, 5*time.Second, text("#conn")+` === 'Live'`, pageState)
+	waitFor(t, ctx, 2*time.Second, text("#live")+`.includes('Leases\n5 (live)') && `+text("#live")+`.includes('LeaseCandidates\n2 (live)')`, text("#live"))
 	sys := eval[string](t, ctx, text("#system"))
 	for _, want := range []string{"v1.37.0+leasehold-0.1.0", "4f1c2d9e8b7a", "Backend\nboltdb", "/var/lib/leasehold/leasehold.db",
 		"Readiness: ready", "storage: ok", "shutdown: ok", "oldest-emulation-version", "deadline exceeded"} {
@@ -317,4 +337,82 @@ func TestTokenPrompt(t *testing.T) {
 		}
 		break
 	}
+}
+
+// TestTransitionsHistory opens a lease's detail after its holders changed:
+// the page shows the real previous holders (from what the server saw),
+// not "∅" before the current one, and a coordinated hand-over done by a
+// release and a grant as one change from the old holder to the new.
+func TestTransitionsHistory(t *testing.T) {
+	e := startEnv(t)
+	e.waitHolders(t, "default", "plain", "") // the server watches leases
+	e.createLease(t, lease{ns: "default", name: "plain", holder: "runner-1", duration: 30})
+	setHolder(t, e, "default", "plain", "runner-2", 1)
+	setHolder(t, e, "default", "plain", "runner-3", 2)
+	e.waitHolders(t, "default", "plain", "∅>runner-1 runner-1>runner-2 runner-2>runner-3")
+
+	// A coordinated lease: grants before the server watched are known
+	// from the decision history only; then fw-b hands over to fw-c.
+	old := time.Now().Add(-10 * time.Minute)
+	record := func(d engine.DecisionRecord) {
+		t.Helper()
+		d.Strategy, d.Action, d.Outcome = "OldestEmulationVersion", "grant", "ok"
+		d.Module = engine.DecisionModule{Name: "oldest-emulation-version", Builtin: true}
+		if err := e.eng.RecordDecision(context.Background(), "default", "fw", d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(engine.DecisionRecord{Time: old, Trigger: "lease_missing", Chosen: "fw-a", Reason: "only candidate"})
+	record(engine.DecisionRecord{Time: old.Add(time.Minute), Trigger: "lease_expired", Chosen: "fw-b", Reason: "fw-a expired"})
+	e.createLease(t, lease{ns: "default", name: "fw", holder: "fw-b", strategy: "OldestEmulationVersion", duration: 30, transitions: 1})
+	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/default/leases/fw",
+		map[string]any{"spec": map[string]any{"preferredHolder": "fw-c"}}, 200)
+	setHolder(t, e, "default", "fw", "", 1) // fw-b steps down
+	record(engine.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: "fw-c", Reason: "fw-c is preferred"})
+	setHolder(t, e, "default", "fw", "fw-c", 2)
+	e.waitHolders(t, "default", "fw", "∅>fw-b fw-b>∅ ∅>fw-c")
+
+	ctx := newTab(t, 1280, 900)
+	errs := consoleErrors(ctx)
+	navigate(t, ctx, e.base+"/ui/#/lease/default/plain")
+	timeline := `[...document.querySelectorAll('#timeline li strong')].map(s => s.innerText).join(', ')`
+	waitFor(t, ctx, 5*time.Second, timeline+` === 'runner-2 → runner-3, runner-1 → runner-2, ∅ → runner-1'`, timeline)
+
+	navigate(t, ctx, e.base+"/ui/#/lease/default/fw")
+	waitFor(t, ctx, 5*time.Second, timeline+` === 'fw-b → fw-c, ∅ → fw-b, fw-a → fw-b, ∅ → fw-a'`, timeline)
+	if got := eval[string](t, ctx, `document.querySelector('#timeline li').innerText`); !strings.Contains(got, "fw-b released, then elected by oldest-emulation-version: fw-c is preferred") {
+		t.Errorf("the hand-over: %q", got)
+	}
+	noConsoleErrors(t, errs)
+}
+
+// TestLastAppliedCollapsed: kubectl apply's copy of the whole object is
+// folded away under Annotations, with its size, and opens on demand.
+func TestLastAppliedCollapsed(t *testing.T) {
+	e := startEnv(t)
+	applied := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"annotations":{"team":"edge"},"name":"applied","namespace":"default"},"spec":{"holderIdentity":"node-1","leaseDurationSeconds":60}}` + "\n"
+	e.request(t, "POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", map[string]any{
+		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]any{"name": "applied", "namespace": "default", "annotations": map[string]string{
+			"kubectl.kubernetes.io/last-applied-configuration": applied, "team": "edge"}},
+		"spec": map[string]any{"holderIdentity": "node-1", "leaseDurationSeconds": 60},
+	}, 201)
+	ctx := newTab(t, 1280, 900)
+	errs := consoleErrors(ctx)
+	navigate(t, ctx, e.base+"/ui/#/lease/default/applied")
+	ann := `document.querySelector('dd[data-f="Annotations"]')`
+	want := fmt.Sprintf("kubectl.kubernetes.io/last-applied-configuration (%d bytes)\nteam=edge", len(applied))
+	waitFor(t, ctx, 5*time.Second, ann+`?.innerText === `+strconv.Quote(want), ann+`?.innerText`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`dd[data-f="Annotations"] summary`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, 2*time.Second, ann+`.querySelector('details').open && `+ann+`.querySelector('pre').innerText.includes('"holderIdentity":"node-1"')`, ann+`.innerText`)
+	// It stays open when the lease changes and the page renders it again.
+	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/default/leases/applied",
+		map[string]any{"metadata": map[string]any{"annotations": map[string]any{"team": "edge-2"}}}, 200)
+	waitFor(t, ctx, 5*time.Second, ann+`.innerText.includes('team=edge-2')`, ann+`.innerText`)
+	if got := eval[bool](t, ctx, ann+`.querySelector('details').open`); !got {
+		t.Error("the annotation closed again by itself")
+	}
+	noConsoleErrors(t, errs)
 }

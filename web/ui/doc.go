@@ -9,7 +9,10 @@
 // disagree with them. Only facts the API does not carry come from the small
 // JSON endpoints under /ui/api/v1: the system status and the election
 // decision history, both supplied by the caller through Sources so that
-// this package (like the rest of web) never touches storage or plugins.
+// this package (like the rest of web) never touches storage or plugins,
+// and each Lease's recent holder changes, which the handler keeps itself
+// by watching Leases through the engine (WatchHolders; bounded, see
+// holders.go): the object names only its current holder.
 //
 // Routes, all answered by Handler.Serve:
 //
@@ -19,7 +22,7 @@
 //	                        they are cached for a year and a new build
 //	                        changes every URL at once
 //	GET /ui/api/v1/system
-//	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions
+//	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions (and holder changes)
 //
 // Every response carries a strict Content-Security-Policy (no inline
 // scripts or styles), nosniff, no-referrer and frame denial.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -29,13 +30,19 @@ type Options struct {
 	// StartTime is when the process started (uptime); zero means now.
 	StartTime time.Time
 	Logger    *slog.Logger
+	// Engine, when set, lets WatchHolders keep each Lease's recent holder
+	// changes, which the decisions endpoint returns.
+	Engine engine.API
 }
 
 // Handler serves the UI's pages, assets and JSON endpoints.
 type Handler struct {
-	opts   Options
-	log    *slog.Logger
-	assets *assets
+	opts    Options
+	log     *slog.Logger
+	assets  *assets
+	holders *holderTracker
+	// watching makes WatchHolders run once, however often it is called.
+	watching atomic.Bool
 }
 
 // New builds a Handler; it hashes and indexes the embedded assets once.
@@ -47,11 +54,21 @@ func New(opts Options) (*Handler, error) {
 	if opts.StartTime.IsZero() {
 		opts.StartTime = time.Now()
 	}
-	h := &Handler{opts: opts, log: opts.Logger, assets: a}
+	h := &Handler{opts: opts, log: opts.Logger, assets: a, holders: newHolderTracker()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	return h, nil
+}
+
+// WatchHolders watches Leases through Options.Engine until ctx is done,
+// keeping the recent holder changes of each (bounded: see holders.go).
+// Without an engine, or when already running, it returns at once.
+func (h *Handler) WatchHolders(ctx context.Context) {
+	if h.opts.Engine == nil || !h.watching.CompareAndSwap(false, true) {
+		return
+	}
+	h.holders.run(ctx, h.opts.Engine, h.log)
 }
 
 // The headers every UI response carries. The policy allows nothing
@@ -207,6 +224,9 @@ func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
 		if items != nil {
 			out.Items = items
 		}
+	}
+	if hist, ok := h.holders.history(ns, name); ok {
+		out.Holders = &hist
 	}
 	h.writeJSON(rc, out)
 }

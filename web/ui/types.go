@@ -59,4 +59,8 @@ type SystemStatus struct {
 type Decisions struct {
 	Available bool                    `json:"available"`
 	Items     []engine.DecisionRecord `json:"items"`
+	// Holders is the lease's recent holder changes as the server saw
+	// them, for plain and coordinated leases alike; nil (JSON null) when
+	// the server does not watch leases (yet).
+	Holders *HolderHistory `json:"holders"`
 }

@@ -89,7 +89,7 @@ export function detail(root, ns, name) {
     bar.dataset.state = st.key;
     renderFields(l, st, t);
     renderCandidates(l, st, t);
-    renderTimeline(l, t);
+    renderTimeline(l, st, t);
     const rv = l.metadata.resourceVersion;
     if (rv !== lastRV) {
       lastRV = rv;
@@ -116,13 +116,34 @@ export function detail(root, ns, name) {
       ['Created', rel(parseTime(m.creationTimestamp))],
       ['resourceVersion', m.resourceVersion],
       ['uid', m.uid],
-      ['Labels', kv(m.labels)],
-      ['Annotations', kv(m.annotations)],
+      ['Labels', m.labels],
+      ['Annotations', m.annotations],
     ];
     // Update in place: relative times change every second, and rebuilding
     // the list would drop the reader's text selection.
     if (!fields.firstChild) fields.append(...rows.flatMap(([dt]) => [h('dt', {}, dt), h('dd', { 'data-f': dt })]));
-    for (const [dt, dd] of rows) setText(fields.querySelector(`dd[data-f="${dt}"]`), dd);
+    for (const [dt, dd] of rows) {
+      const el = fields.querySelector(`dd[data-f="${dt}"]`);
+      if (typeof dd === 'string') setText(el, dd);
+      else renderMap(el, dd);
+    }
+  }
+
+  // Labels and annotations, one a line. Long values (kubectl apply's
+  // last-applied-configuration is the whole object again) are folded, as
+  // other dashboards do; the raw object below has them whole.
+  const opened = new Set();
+  function renderMap(dd, m = {}) {
+    const key = JSON.stringify(m);
+    if (key === dd.dataset.k) return;
+    dd.dataset.k = key;
+    const e = Object.entries(m);
+    dd.replaceChildren(...(e.length ? e.map(([a, v]) => {
+      if (v.length <= 200 && a !== 'kubectl.kubernetes.io/last-applied-configuration') return h('div', {}, `${a}=${v}`);
+      const d = h('details', { open: opened.has(a), ontoggle: () => (d.open ? opened.add(a) : opened.delete(a)) },
+        h('summary', {}, `${a} (${new TextEncoder().encode(v).length} bytes)`), h('pre', { class: 'raw' }, v));
+      return d;
+    }) : ['—']));
   }
 
   function renderCandidates(l, st, t) {
@@ -186,35 +207,52 @@ export function detail(root, ns, name) {
     update(store.connection());
   }
 
-  // The timeline merges the grants the controller recorded with the holder
-  // changes this page saw live; tenure is the time until the next change.
+  // The timeline: the holder changes the server saw, each explained by
+  // the controller's grant if one matches, plus the grants from before the
+  // server's watch began. A release answered by a grant is one hand-over;
+  // tenure runs to the next change.
   let lastTimeline = '';
-  function renderTimeline(l, t) {
-    const ev = [];
+  function renderTimeline(l, st, t) {
+    const hs = decisions?.holders;
+    const since = parseTime(hs?.since) ?? Infinity;
+    const ev = (hs?.items || []).map((e) => ({ ...e, time: parseTime(e.time), cause: e.to ? (e.from ? 'holder changed' : 'acquired') : 'released' }));
     for (const r of decisions?.items || []) {
-      if (r.action === 'grant' && r.chosen && (!r.outcome || r.outcome === 'ok')) {
-        ev.push({ time: parseTime(r.time), from: r.holder || '', to: r.chosen, cause: `elected by ${r.module?.name || r.strategy || 'strategy'}${r.reason ? `: ${r.reason}` : ''}` });
-      }
-    }
-    for (const e of store.transitions.get(k) || []) {
-      if (!ev.some((x) => x.to === e.to && Math.abs(x.time - e.time) < 5000)) ev.push({ ...e, cause: `${e.cause} (seen live)` });
-    }
-    const acq = parseTime(l.spec?.acquireTime);
-    if (l.spec?.holderIdentity && acq != null && !ev.some((x) => x.to === l.spec.holderIdentity)) {
-      ev.push({ time: acq, from: '', to: l.spec.holderIdentity, cause: 'acquired (spec.acquireTime)' });
+      if (r.action !== 'grant' || !r.chosen || (r.outcome && r.outcome !== 'ok')) continue;
+      const at = parseTime(r.time);
+      const cause = `elected by ${r.module?.name || r.strategy || 'strategy'}${r.reason ? `: ${r.reason}` : ''}`;
+      // The controller records a grant just before writing it.
+      const m = ev.find((e) => !e.elected && e.to === r.chosen && e.time > at - 1000 && e.time - at < 30000);
+      if (m) Object.assign(m, { cause, elected: 1 });
+      else if (at < since) ev.push({ time: at, from: r.holder, to: r.chosen, cause, elected: 1 });
     }
     ev.sort((a, b) => a.time - b.time);
-    const items = ev.map((e, i) => {
-      const end = i + 1 < ev.length ? ev[i + 1].time : t;
-      return [abs(e.time), `${e.from || '∅'} → ${e.to || '∅'}`, e.cause, dur(end - e.time) + (i + 1 < ev.length ? '' : ' so far')];
-    }).reverse();
-    const key = JSON.stringify([items, l.spec?.leaseTransitions]);
+    const holder = l.spec?.holderIdentity;
+    const acq = parseTime(l.spec?.acquireTime);
+    const last = ev.at(-1);
+    if (holder && acq != null && last?.to !== holder) {
+      // Holders before the first one known are unknown: "?", not "∅".
+      ev.push({ time: Math.max(acq, last?.time ?? acq), from: last ? last.to : st.transitions ? '?' : '', to: holder, cause: 'acquired (spec.acquireTime)' });
+    }
+    const out = [];
+    for (const e of ev) {
+      const p = out.at(-1);
+      if (p?.from && !p.to && !e.from && e.to && e.time - p.time < 10000) {
+        out[out.length - 1] = { ...e, from: p.from, cause: `${p.from} released, then ${e.cause}` };
+        continue;
+      }
+      // A grant known only from the decisions follows the last holder.
+      if (!e.from && e.elected && p) e.from = p.to;
+      out.push(e);
+    }
+    const items = out.map((e, i) => [abs(e.time), `${e.from || '∅'} → ${e.to || '∅'}`, e.cause,
+      i + 1 < out.length ? dur(out[i + 1].time - e.time) : `${dur(t - e.time)} so far`]).reverse();
+    const key = JSON.stringify([items, st.transitions]);
     if (key === lastTimeline) return;
     lastTimeline = key;
-    const count = h('p', { class: 'muted' }, `spec.leaseTransitions: ${l.spec?.leaseTransitions || 0}.`);
-    if (!items.length) { timeline.replaceChildren(count, h('p', { class: 'muted' }, 'No transitions known.')); return; }
-    timeline.replaceChildren(count, h('ol', { class: 'timeline' }, items.map(([time, fromTo, cause, tenure]) =>
-      h('li', {}, h('time', {}, time), h('strong', {}, fromTo), h('span', {}, cause), h('span', { class: 'muted' }, `tenure ${tenure}`)))));
+    const count = h('p', { class: 'muted' }, `spec.leaseTransitions: ${st.transitions}.${hs ? ` Holder changes seen since ${abs(since)}.` : ''}`);
+    timeline.replaceChildren(count, items.length ? h('ol', { class: 'timeline' }, items.map(([time, fromTo, cause, tenure]) =>
+      h('li', {}, h('time', {}, time), h('strong', {}, fromTo), h('span', {}, cause), h('span', { class: 'muted' }, `tenure ${tenure}`))))
+      : h('p', { class: 'muted' }, 'No transitions known.'));
   }
 
   function renderRaw() {
@@ -235,11 +273,6 @@ export function detail(root, ns, name) {
 function reorder(o) {
   const { apiVersion, kind, ...rest } = o;
   return { apiVersion, kind, ...rest };
-}
-
-function kv(m) {
-  const e = Object.entries(m || {});
-  return e.length ? e.map(([k, v]) => `${k}=${v}`).join('\n') : '—';
 }
 
 function table(head, rows, id) {

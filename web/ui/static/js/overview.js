@@ -95,7 +95,8 @@ export function overview(root, params) {
       h('span', { class: 'ns' }, `${ns}/`), name);
     r.cells.name.append(r.link);
     r.holder = h('code');
-    r.cells.holder.append(r.holder);
+    r.pref = h('span', { class: 'pref' });
+    r.cells.holder.append(h('span', {}, r.holder, r.pref));
     r.badge = h('span', { class: 'badge' });
     r.cells.state.append(r.badge);
     r.exp = h('span', { class: 'exp' });
@@ -118,17 +119,22 @@ export function overview(root, params) {
     }
     const all = [];
     const nss = new Set();
-    const counts = Object.fromEntries(Object.keys(STATES).map((k) => [k, 0]));
+    // The chips count what the search and namespace filters let through,
+    // out of all leases in that state.
+    const zero = () => Object.fromEntries(Object.keys(STATES).map((k) => [k, 0]));
+    const counts = zero();
+    const totals = zero();
+    const needle = f.q.toLowerCase();
+    const match = (r) => (!f.ns || r.ns === f.ns) && (!needle || `${r.ns}/${r.name} ${r.st.holder}`.toLowerCase().includes(needle));
     for (const [k, l] of store.leases.items) {
       const ns = l.metadata.namespace;
       nss.add(ns);
-      const st = leaseState(l, t);
-      counts[st.key]++;
-      all.push({ k, ns, name: l.metadata.name, st, cands: candidatesOf(store.candidates.items, ns, l.metadata.name).length });
+      const r = { k, ns, name: l.metadata.name, st: leaseState(l, t), cands: candidatesOf(store.candidates.items, ns, l.metadata.name).length };
+      totals[r.st.key]++;
+      if (match(r)) counts[r.st.key]++;
+      all.push(r);
     }
-    const needle = f.q.toLowerCase();
-    const shown = all.filter((r) => (!f.ns || r.ns === f.ns) && (!f.state || r.st.key === f.state) &&
-      (!needle || `${r.ns}/${r.name} ${r.st.holder}`.toLowerCase().includes(needle)));
+    const shown = all.filter((r) => match(r) && (!f.state || r.st.key === f.state));
     const sv = sortVal[f.sort] || sortVal.expires;
     const sign = f.dir === 'desc' ? -1 : 1;
     shown.sort((a, b) => {
@@ -144,7 +150,7 @@ export function overview(root, params) {
       if (col === f.sort) th.setAttribute('aria-sort', f.dir === 'asc' ? 'ascending' : 'descending');
       else th.removeAttribute('aria-sort');
     }
-    renderChips(counts);
+    renderChips(counts, totals, !!(f.ns || needle));
     setText(summary, all.length === shown.length ? `${all.length} lease${all.length === 1 ? '' : 's'}` : `${shown.length} of ${all.length} leases`);
 
     const keep = new Set();
@@ -169,7 +175,11 @@ export function overview(root, params) {
   function fill(el, r, live, t) {
     const st = r.st;
     setText(el.holder, st.holder || '—');
-    el.holder.title = st.preferred && st.preferred !== st.holder ? `preferred holder: ${st.preferred}` : '';
+    // A coordinated lease whose preferredHolder is not its holder is being
+    // handed over.
+    const to = st.holder && st.preferred !== st.holder && st.preferred;
+    setText(el.pref, to ? `handing over to ${to}` : '');
+    el.pref.hidden = !to;
     el.badge.className = `badge s-${st.key}`;
     setText(el.badge, st.label);
     setText(el.exp, expiresText(st, dur) + (live ? '' : ' (stale)'));
@@ -189,14 +199,14 @@ export function overview(root, params) {
   }
 
   let chipKey = '';
-  function renderChips(counts) {
-    const k = JSON.stringify([counts, f.state]);
+  function renderChips(counts, totals, filtered) {
+    const k = JSON.stringify([counts, totals, filtered, f.state]);
     if (k === chipKey) return;
     chipKey = k;
     chips.replaceChildren(...Object.entries(STATES).map(([s, label]) => h('button', {
       type: 'button', class: `chip s-${s}`, 'aria-pressed': String(f.state === s),
       onclick: () => write({ ...f, state: f.state === s ? '' : s }),
-    }, `${label} `, h('b', {}, String(counts[s])))));
+    }, `${label} `, h('b', {}, String(counts[s])), filtered ? ` of ${totals[s]}` : '')));
   }
 
   function renderEmpty(total, conn) {

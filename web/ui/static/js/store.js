@@ -1,27 +1,10 @@
-// The page's shared data: the Lease and LeaseCandidate informers, the
-// combined connection state, and the holder changes seen in this session.
+// The page's shared data: the Lease and LeaseCandidate informers and the
+// combined connection state.
 
 import { Informer } from './informer.js';
-import { now } from './api.js';
-import { parseTime } from './format.js';
 
 export const leases = new Informer('/apis/coordination.k8s.io/v1/leases');
 export const candidates = new Informer('/apis/coordination.k8s.io/v1beta1/leasecandidates');
-
-// transitions records holder changes observed live, per "ns/name", so the
-// timeline shows hand-overs even without an election decision history.
-export const transitions = new Map();
-
-leases.addEventListener('change', (e) => {
-  const { obj, old } = e.detail;
-  const from = old?.spec?.holderIdentity || '';
-  const to = obj.spec?.holderIdentity || '';
-  if (!old || from === to || e.detail.type === 'DELETED') return;
-  const k = `${obj.metadata.namespace}/${obj.metadata.name}`;
-  const list = transitions.get(k) || [];
-  list.push({ time: (to && parseTime(obj.spec.acquireTime)) || now(), from, to, cause: to ? (from ? 'holder changed' : 'acquired') : 'released' });
-  transitions.set(k, list.slice(-50));
-});
 
 // connection is the page-wide state: live only when both streams are
 // (candidates may be "unavailable" on servers that do not serve them).

@@ -13,6 +13,17 @@ export function system(root) {
   root.append(h('h1', {}, 'System'), body);
   let timer = null;
   let stopped = false;
+  // The live-data card describes this page's own streams: it follows
+  // them on every refresh, not only when the status is re-read.
+  const live = h('div', { id: 'live' });
+  function renderLive() {
+    const d = dl([
+      ['Leases', `${store.leases.items.size} (${store.leases.state})`],
+      ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
+      ['Lease watch resourceVersion', store.leases.rv || '—'],
+    ]);
+    if (d.textContent !== live.textContent) live.replaceChildren(d);
+  }
 
   async function load() {
     try {
@@ -51,12 +62,9 @@ export function system(root) {
         ? h('ul', { class: 'checks', id: 'checks' }, s.checks.map((c) => h('li', { class: c.ok ? 'ok' : 'fail' },
           h('span', { class: 'mark', 'aria-hidden': 'true' }, c.ok ? '✓' : '✗'), `${c.name}: ${c.ok ? 'ok' : 'failed'}`)))
         : h('p', { class: 'muted' }, 'No data.')),
-      card('Live data', dl([
-        ['Leases', `${store.leases.items.size} (${store.leases.state})`],
-        ['LeaseCandidates', `${store.candidates.items.size} (${store.candidates.state})`],
-        ['Lease watch resourceVersion', store.leases.rv || '—'],
-      ])),
+      card('Live data', live),
     ];
+    renderLive();
     const mods = s.modules == null
       ? h('p', { class: 'muted' }, 'No data: strategy modules are not wired.')
       : s.modules.length === 0 ? h('p', { class: 'muted' }, 'No strategy modules loaded.')
@@ -74,7 +82,7 @@ export function system(root) {
   }
 
   load();
-  return { update() {}, destroy() { stopped = true; clearTimeout(timer); } };
+  return { update: renderLive, destroy() { stopped = true; clearTimeout(timer); } };
 }
 
 function card(title, content) {

@@ -1,0 +1,268 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/engine"
+)
+
+// The bounds of the holder history. A plain Lease (no LeaseCandidates) has
+// no decision history: its clients elect themselves, and the object keeps
+// only the current holder. So the server watches Leases and remembers the
+// last few holder changes of each, which the page cannot learn on its own
+// when it opens after them. Memory stays bounded: at most
+// maxHolderHistories leases × maxHolderChanges changes, with identities
+// clipped to maxIdentityBytes (worst case about 3 MiB, typically tens of
+// KiB), plus the current holder of every lease (one short string each, a
+// fraction of the lease the engine itself keeps in memory).
+const (
+	maxHolderChanges   = 10
+	maxHolderHistories = 512
+	maxIdentityBytes   = 253
+)
+
+// HolderChange is one change of a Lease's spec.holderIdentity that the
+// server saw in the watch stream. From or To is empty when the lease had
+// no holder (created without one, or released).
+type HolderChange struct {
+	// Time is when the server saw the change (its clock).
+	Time time.Time `json:"time"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	// Transitions is spec.leaseTransitions after the change.
+	Transitions int32 `json:"transitions"`
+}
+
+// HolderHistory is the recent holder changes of one Lease, oldest first.
+// Since is when the server started watching: changes before it are
+// unknown.
+type HolderHistory struct {
+	Since time.Time      `json:"since"`
+	Items []HolderChange `json:"items"`
+}
+
+type leaseKey struct{ namespace, name string }
+
+// holderTracker keeps the current holder of every lease and the recent
+// changes of the most recently changed ones.
+type holderTracker struct {
+	mu      sync.Mutex
+	since   time.Time // zero until the first list succeeded
+	current map[leaseKey]string
+	changes map[leaseKey][]HolderChange
+	now     func() time.Time
+}
+
+func newHolderTracker() *holderTracker {
+	return &holderTracker{current: map[leaseKey]string{}, changes: map[leaseKey][]HolderChange{}, now: time.Now}
+}
+
+// history returns the changes of one lease; ok is false until the tracker
+// has listed the leases once (or when it does not run).
+func (t *holderTracker) history(namespace, name string) (HolderHistory, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.since.IsZero() {
+		return HolderHistory{}, false
+	}
+	items := append([]HolderChange{}, t.changes[leaseKey{namespace, name}]...)
+	return HolderHistory{Since: t.since, Items: items}, true
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// clip bounds an identity's size and copies it: watch objects are shared
+// with other watchers and must not be pinned by a long-lived string.
+func clip(s string) string {
+	if len(s) > maxIdentityBytes {
+		s = s[:maxIdentityBytes] + "…"
+	}
+	return strings.Clone(s)
+}
+
+// observe records the state of one lease. live reports that the lease
+// was seen changing (a watch event), not found by a list: a lease first
+// seen by a list has no known previous holder.
+func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
+	k := leaseKey{l.Namespace, l.Name}
+	holder := holderOf(l)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev, known := t.current[k]
+	if known && prev == clipped(holder) {
+		return
+	}
+	holder = clip(holder)
+	t.current[k] = holder
+	if !known && (!live || holder == "") {
+		return // no previous holder known, or no change (created vacant)
+	}
+	c := HolderChange{Time: t.now(), From: prev, To: holder, Transitions: derefInt32(l.Spec.LeaseTransitions)}
+	list := t.changes[k]
+	if list == nil && len(t.changes) >= maxHolderHistories {
+		t.evictOldestLocked()
+	}
+	if len(list) >= maxHolderChanges {
+		list = append(list[:0:0], list[len(list)-maxHolderChanges+1:]...)
+	}
+	t.changes[k] = append(list, c)
+}
+
+// clipped is what clip would store, without copying: the comparison on
+// every renewal must not allocate.
+func clipped(s string) string {
+	if len(s) > maxIdentityBytes {
+		return s[:maxIdentityBytes] + "…"
+	}
+	return s
+}
+
+// evictOldestLocked forgets the history whose last change is the oldest.
+func (t *holderTracker) evictOldestLocked() {
+	var oldest leaseKey
+	var at time.Time
+	first := true
+	for k, list := range t.changes {
+		if last := list[len(list)-1].Time; first || last.Before(at) {
+			oldest, at, first = k, last, false
+		}
+	}
+	delete(t.changes, oldest)
+}
+
+func (t *holderTracker) forget(l *coordinationv1.Lease) {
+	k := leaseKey{l.Namespace, l.Name}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.current, k)
+	delete(t.changes, k)
+}
+
+// replace applies a full list: changes that happened while the watch was
+// down are recorded (at the time of the list), vanished leases forgotten.
+func (t *holderTracker) replace(items []coordinationv1.Lease) {
+	t.mu.Lock()
+	listed := make(map[leaseKey]bool, len(items))
+	for i := range items {
+		listed[leaseKey{items[i].Namespace, items[i].Name}] = true
+	}
+	for k := range t.current {
+		if !listed[k] {
+			delete(t.current, k)
+			delete(t.changes, k)
+		}
+	}
+	first := t.since.IsZero()
+	if first {
+		t.since = t.now()
+	}
+	t.mu.Unlock()
+	for i := range items {
+		t.observe(&items[i], !first)
+	}
+}
+
+func derefInt32(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// run lists then watches Leases in all namespaces until ctx is done,
+// relisting when the watch fails or its history is gone (410), and
+// resuming from the last resourceVersion when it merely ends.
+func (t *holderTracker) run(ctx context.Context, eng engine.API, log *slog.Logger) {
+	res, ok := eng.ResourceFor(engine.GroupName, "v1", "leases")
+	if !ok {
+		log.Warn("The UI cannot keep holder histories: the engine serves no leases v1")
+		return
+	}
+	scope := engine.Scope{Resource: res, Version: "v1", UserAgent: "leasehold-ui"}
+	backoff := 100 * time.Millisecond
+	rv := ""
+	for ctx.Err() == nil {
+		var err error
+		if rv == "" {
+			rv, err = t.list(ctx, eng, scope)
+		}
+		if err == nil {
+			rv, err = t.watch(ctx, eng, scope, rv)
+		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Debug("The UI's lease watch failed; relisting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (t *holderTracker) list(ctx context.Context, eng engine.API, scope engine.Scope) (string, error) {
+	out, err := eng.List(ctx, scope, &metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("listing leases: %w", err)
+	}
+	l, ok := out.(*coordinationv1.LeaseList)
+	if !ok {
+		return "", fmt.Errorf("listing leases: unexpected %T", out)
+	}
+	t.replace(l.Items)
+	return l.ResourceVersion, nil
+}
+
+// watch consumes one watch and returns the resourceVersion to resume
+// from, or "" (with an error) when the caller must relist.
+func (t *holderTracker) watch(ctx context.Context, eng engine.API, scope engine.Scope, rv string) (string, error) {
+	// Nothing here writes to an event's object: take the shared ones.
+	w, err := eng.Watch(engine.WithSharedWatchObjects(ctx), scope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	if err != nil {
+		return "", fmt.Errorf("watching leases: %w", err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			msg := "watch error"
+			if st, ok := ev.Object.(*metav1.Status); ok {
+				msg = st.Message
+			}
+			return "", fmt.Errorf("watching leases: %s", msg)
+		}
+		if m, ok := ev.Object.(metav1.Object); ok {
+			rv = m.GetResourceVersion()
+		}
+		l, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok {
+			continue
+		}
+		switch ev.Type { // bookmarks only move rv
+		case watch.Added, watch.Modified:
+			t.observe(l, true)
+		case watch.Deleted:
+			t.forget(l)
+		}
+	}
+	return rv, nil
+}
