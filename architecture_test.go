@@ -72,8 +72,8 @@ var layerRules = []layerRule{
 	{pkgs: []string{"web/kubeconfig"}, deny: []string{"web/...", "engine/...", "storage/...", "plugins/...", "k8s.io/", "github.com/"},
 		allow: []string{"web/kubeconfig"},
 		why:   "the kubeconfig renderer is shared by the server (which writes one at start) and the clients, so it must be a leaf"},
-	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},
-		why: "client-go and chromedp are for tests only; the server binary stays small"},
+	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/", "github.com/prometheus/"},
+		why: "client-go, chromedp and Prometheus' parser are for tests only; the server binary stays small"},
 }
 
 // goPackage is what the rules need of `go list`.
@@ -239,6 +239,7 @@ var allowedDirectDeps = map[string]bool{
 	"github.com/chromedp/cdproto":          true, // web/ui browser tests only
 	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog
 	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
+	"github.com/prometheus/common":         true, // e2e tests only: Prometheus' own parser reads /metrics
 }
 
 // TestDirectDependencies keeps go.mod's direct requirements to the allowlist,

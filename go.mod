@@ -7,6 +7,8 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/goccy/go-json v0.12.0
 	github.com/google/uuid v1.6.0
+	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/common v0.62.0
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/valyala/fasthttp v1.74.0
 	go.etcd.io/bbolt v1.4.3

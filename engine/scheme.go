@@ -1,6 +1,8 @@
 package engine
 
 import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -12,8 +14,9 @@ import (
 )
 
 // Scheme knows every type leasehold reads or writes: the coordination.k8s.io
-// versions it serves plus meta.k8s.io's Status, options, Table and
-// PartialObjectMetadata.
+// versions it serves, the self reviews of authentication.k8s.io and
+// authorization.k8s.io (computed per request, never stored), plus
+// meta.k8s.io's Status, options, Table and PartialObjectMetadata.
 var Scheme = runtime.NewScheme()
 
 // Codecs are the serializers (JSON, YAML, protobuf) for Scheme.
@@ -32,6 +35,8 @@ func init() {
 	must(coordinationv1.AddToScheme(Scheme))
 	must(coordinationv1beta1.AddToScheme(Scheme))
 	must(coordinationv1alpha2.AddToScheme(Scheme))
+	must(authenticationv1.AddToScheme(Scheme))
+	must(authorizationv1.AddToScheme(Scheme))
 	must(metav1beta1.AddMetaToScheme(Scheme))
 	// Status, options and WatchEvent in group "" version v1, as kube-apiserver
 	// registers them for every API group.

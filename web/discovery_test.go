@@ -18,12 +18,18 @@ func TestLegacyDiscovery(t *testing.T) {
 		do(t, "GET", base+path, "").expect(t, 200, wireSample(t, sample)+"\n")
 	}
 	group := wireSample(t, "discovery-group.json")
-	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `]}` + "\n"
+	reviewGroups := `{"name":"authentication.k8s.io","versions":[{"groupVersion":"authentication.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authentication.k8s.io/v1","version":"v1"}},` +
+		`{"name":"authorization.k8s.io","versions":[{"groupVersion":"authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authorization.k8s.io/v1","version":"v1"}},`
+	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[` + reviewGroups + `{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `]}` + "\n"
 	do(t, "GET", base+"/apis", "").expect(t, 200, list)
-	// No core group is served: an empty version list, which client-go and
-	// kubectl accept.
+	do(t, "GET", base+"/apis/authorization.k8s.io/v1", "").expect(t, 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authorization.k8s.io/v1","resources":[`+
+		`{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},`+
+		`{"name":"selfsubjectrulesreviews","singularName":"selfsubjectrulesreview","namespaced":false,"kind":"SelfSubjectRulesReview","verbs":["create"]}]}`+"\n")
+	do(t, "GET", base+"/apis/authentication.k8s.io/v1", "").expect(t, 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authentication.k8s.io/v1","resources":[`+
+		`{"name":"selfsubjectreviews","singularName":"selfsubjectreview","namespaced":false,"kind":"SelfSubjectReview","verbs":["create"]}]}`+"\n")
+	// The core group lists v1, which serves no resource yet.
 	r := do(t, "GET", base+"/api", "")
-	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIVersions","versions":[],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:`) {
+	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:`) {
 		t.Errorf("/api: %d %s", r.code, r.body)
 	}
 	do(t, "POST", base+"/apis/coordination.k8s.io/v1", "").expect(t, 405, status405)
@@ -33,7 +39,12 @@ func TestAggregatedDiscovery(t *testing.T) {
 	base := startServer(t, nil)
 	accept := "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
 	r := do(t, "GET", base+"/apis", "", accept)
-	want := wireSample(t, "discovery-aggregated.json") + "\n"
+	reviewItems := `{"metadata":{"name":"authentication.k8s.io"},"versions":[{"version":"v1","resources":[` +
+		`{"resource":"selfsubjectreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectReview"},"scope":"Cluster","singularResource":"selfsubjectreview","verbs":["create"]}],"freshness":"Current"}]},` +
+		`{"metadata":{"name":"authorization.k8s.io"},"versions":[{"version":"v1","resources":[` +
+		`{"resource":"selfsubjectaccessreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectAccessReview"},"scope":"Cluster","singularResource":"selfsubjectaccessreview","verbs":["create"]},` +
+		`{"resource":"selfsubjectrulesreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectRulesReview"},"scope":"Cluster","singularResource":"selfsubjectrulesreview","verbs":["create"]}],"freshness":"Current"}]},`
+	want := strings.Replace(wireSample(t, "discovery-aggregated.json"), `"items":[`, `"items":[`+reviewItems, 1) + "\n"
 	if r.code != 200 || r.body != want {
 		t.Errorf("got %d %s\nwant %s", r.code, r.body, want)
 	}
@@ -47,11 +58,11 @@ func TestAggregatedDiscovery(t *testing.T) {
 		t.Errorf("304: %d %q", r.code, r.body)
 	}
 	r = do(t, "GET", base+"/apis", "", "Accept: application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
-	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1","metadata":{},"items":[{"metadata":{"name":"coordination.k8s.io"}`) {
+	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1","metadata":{},"items":[{"metadata":{"name":"authentication.k8s.io"}`) {
 		t.Errorf("v2beta1: %d %s", r.code, r.body)
 	}
 	r = do(t, "GET", base+"/api", "", accept)
-	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[]}`+"\n" {
+	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","freshness":"Current"}]}]}`+"\n" {
 		t.Errorf("/api aggregated: %d %s", r.code, r.body)
 	}
 }

@@ -46,14 +46,14 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			return
 		}
 		user = u
-		apiserver.SetUser(rc, u.Name)
+		apiserver.SetUser(rc, u)
 	}
 	if !routablePath(rc) {
 		discardBody(rc, drainBytes)
-		notFound(rc)
+		s.notFound(rc)
 		return
 	}
-	if !public && s.authn.Enabled() && s.authz != nil {
+	if !public && s.authn.Enabled() && s.authz != nil && !auth.IsSelfReview(info) {
 		allowed, reason := s.authz.Authorize(user, info)
 		if allowed && isAdminPath(info.Path) {
 			// Admin endpoints reveal or replace every namespace's objects:
@@ -212,6 +212,16 @@ func (s *Server) recoverPanic(rc *fasthttp.RequestCtx) {
 	s.begin(rc)
 	rc.Response.Header.Set("Audit-Id", id)
 	s.api.WriteError(rc, fmt.Errorf("panic: %v", v))
+}
+
+// notFound is kube-apiserver's answer for a path that names nothing: a
+// 404 Status under /api and /apis, Go's http.NotFound elsewhere.
+func (s *Server) notFound(rc *fasthttp.RequestCtx) {
+	if apiserver.IsAPIPath(string(rc.Path())) {
+		s.api.NotFound(rc)
+		return
+	}
+	notFound(rc)
 }
 
 // notFound is Go's http.NotFound, which kube-apiserver answers for paths

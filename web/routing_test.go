@@ -19,10 +19,15 @@ func TestRouting(t *testing.T) {
 		code         int
 		body         string
 	}{
-		// Unknown groups and paths: Go's plain 404.
-		{"GET", "/apis/foo.k8s.io", 404, "404 page not found\n"},
+		// Paths outside /api and /apis: Go's plain 404.
 		{"GET", "/nope", 404, "404 page not found\n"},
-		{"GET", "/api/v1", 404, "404 page not found\n"},
+		{"GET", "/apisnope", 404, "404 page not found\n"},
+		// Unknown groups, versions and resources under /api and /apis: a
+		// Status 404.
+		{"GET", "/apis/foo.k8s.io", 404, status404},
+		{"GET", "/apis//v1", 404, status404},
+		{"GET", "/api/v2", 404, status404},
+		{"GET", "/api/v1/namespaces", 404, status404},
 		// Inside the served group: a Status 404.
 		{"GET", "/apis/coordination.k8s.io/v2", 404, status404},
 		{"GET", "/apis/coordination.k8s.io/v1/foos", 404, status404},

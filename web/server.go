@@ -152,6 +152,7 @@ func NewServer(opts Options) (*Server, error) {
 		Logger:              s.log,
 		MaxRequestBodyBytes: s.maxBody,
 		Streams:             s.streams,
+		Authorizer:          s.authorizer(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
@@ -284,4 +285,14 @@ type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), slog.String("component", "fasthttp"))
+}
+
+// authorizer is what the self reviews ask: the policy when requests are
+// authenticated and authorized, else everything is allowed, as the
+// middleware allows it.
+func (s *Server) authorizer() auth.Authorizer {
+	if !s.authn.Enabled() || s.authz == nil {
+		return auth.AllowAll{}
+	}
+	return s.authz
 }

@@ -77,26 +77,30 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 	}
 	sort.Strings(names)
 	v2 := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}
+	legacy := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}
 	for _, name := range names {
 		g := groups[name]
 		ag := metav1.APIGroup{Name: name}
 		dg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		for _, v := range g.versions {
-			gv := name + "/" + v
+			gv := groupVersionKey(name, v)
 			ag.Versions = append(ag.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv, Version: v})
 			list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv, APIResources: []metav1.APIResource{}}
 			dv := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 			for _, r := range resourcesIn(resources, name, v) {
-				list.APIResources = append(list.APIResources, metav1.APIResource{
-					Name:               r.Plural,
-					SingularName:       r.Singular,
-					Namespaced:         r.Namespaced,
-					Kind:               r.Kind,
-					Verbs:              r.Verbs,
-					ShortNames:         r.ShortNames,
-					Categories:         r.Categories,
-					StorageVersionHash: storageVersionHash(r.Group, r.StorageVersion, r.Kind),
-				})
+				ar := metav1.APIResource{
+					Name:         r.Plural,
+					SingularName: r.Singular,
+					Namespaced:   r.Namespaced,
+					Kind:         r.Kind,
+					Verbs:        r.Verbs,
+					ShortNames:   r.ShortNames,
+					Categories:   r.Categories,
+				}
+				if r.StorageVersion != "" { // the reviews are never stored
+					ar.StorageVersionHash = storageVersionHash(r.Group, r.StorageVersion, r.Kind)
+				}
+				list.APIResources = append(list.APIResources, ar)
 				scope := apidiscoveryv2.ScopeCluster
 				if r.Namespaced {
 					scope = apidiscoveryv2.ScopeNamespace
@@ -114,6 +118,11 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 			d.resourceLists[gv] = list
 			dg.Versions = append(dg.Versions, dv)
 		}
+		if name == "" {
+			// The core group is served at /api, and only there.
+			legacy.Items = append(legacy.Items, dg)
+			continue
+		}
 		ag.PreferredVersion = ag.Versions[0]
 		d.groupList.Groups = append(d.groupList.Groups, ag)
 		one := ag
@@ -125,10 +134,19 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 	if d.apis, err = newAggregated(v2); err != nil {
 		return nil, err
 	}
-	if d.api, err = newAggregated(&apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}); err != nil {
+	if d.api, err = newAggregated(legacy); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// groupVersionKey is how discovery writes a group version: "v1" for the
+// core group, "<group>/<version>" for the others.
+func groupVersionKey(group, version string) string {
+	if group == "" {
+		return version
+	}
+	return group + "/" + version
 }
 
 // resourcesIn lists the resources served in group/version by name.
@@ -169,8 +187,7 @@ func newAggregated(v2 *apidiscoveryv2.APIGroupDiscoveryList) (aggregated, error)
 }
 
 // serveLegacyRoot serves /api: aggregated discovery when asked for, else
-// APIVersions. leasehold serves no core group, so the version list is
-// empty (client-go then skips the legacy group).
+// APIVersions listing the core group's versions.
 func (h *Handler) serveLegacyRoot(rc *fasthttp.RequestCtx) {
 	if h.serveAggregated(rc, &h.disc.api) {
 		return
@@ -178,7 +195,7 @@ func (h *Handler) serveLegacyRoot(rc *fasthttp.RequestCtx) {
 	// Upstream writes APIVersions without apiVersion.
 	obj := &metav1.APIVersions{
 		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
-		Versions: []string{},
+		Versions: h.groups[""].versions,
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{
 			ClientCIDR: "0.0.0.0/0", ServerAddress: rc.LocalAddr().String(),
 		}},
@@ -209,7 +226,7 @@ func (h *Handler) serveResourceList(rc *fasthttp.RequestCtx, g *group, version s
 		h.writeError(rc, errMethodNotAllowed)
 		return
 	}
-	h.writeUnversioned(rc, h.disc.resourceLists[g.name+"/"+version])
+	h.writeUnversioned(rc, h.disc.resourceLists[groupVersionKey(g.name, version)])
 }
 
 // writeUnversioned writes a discovery object exactly as built (its

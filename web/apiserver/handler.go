@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/web/auth"
 )
 
 // DefaultMaxRequestBodyBytes is kube-apiserver's --max-request-body-bytes
@@ -28,6 +29,10 @@ type Options struct {
 	// Streams ends every watch stream when it is cancelled (server
 	// shutdown); nil means streams end only on their own.
 	Streams context.Context
+	// Authorizer answers SelfSubjectAccessReviews and
+	// SelfSubjectRulesReviews; nil allows everything, as a server without
+	// a policy does.
+	Authorizer auth.Authorizer
 }
 
 // Handler serves the Kubernetes API paths (/api, /apis/..., /openapi/...).
@@ -36,6 +41,7 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int
 	streams context.Context
+	authz   auth.Authorizer
 
 	infos       []runtime.SerializerInfo
 	mediaTypes  []string // json, yaml, protobuf
@@ -71,7 +77,11 @@ func New(opts Options) (*Handler, error) {
 		log:     opts.Logger,
 		maxBody: opts.MaxRequestBodyBytes,
 		streams: opts.Streams,
+		authz:   opts.Authorizer,
 		infos:   engine.Codecs.SupportedMediaTypes(),
+	}
+	if h.authz == nil {
+		h.authz = auth.AllowAll{}
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -86,11 +96,12 @@ func New(opts Options) (*Handler, error) {
 	h.streamTypes = mediaTypeNames(h.infos, true)
 	h.produces = strings.Join(h.mediaTypes, ", ")
 	h.producesAll = strings.Join(append(append([]string(nil), h.mediaTypes...), h.streamTypes...), ", ")
-	h.groups = groupsOf(opts.Engine.Resources())
+	served := append(opts.Engine.Resources(), reviewResources()...)
+	h.groups = groupsOf(served)
 	h.encoders = h.buildEncoders()
 	h.frames = newFrameCache(4096, frameCacheBytes)
 	var err error
-	if h.disc, err = newDiscovery(opts.Engine.Resources(), h.groups); err != nil {
+	if h.disc, err = newDiscovery(served, h.groups); err != nil {
 		return nil, err
 	}
 	h.openapi = newOpenAPI()
@@ -99,58 +110,86 @@ func New(opts Options) (*Handler, error) {
 
 // Serve handles rc if its path belongs to the Kubernetes API and reports
 // whether it did; other paths are left to the caller (kube-apiserver's
-// plain-text 404 for unknown paths lives outside this package).
+// plain-text 404 for unknown paths lives outside this package). Every
+// path under /api and /apis belongs to the API: an unknown one is a 404
+// Status.
 func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
-	p := rc.Path()
+	p := string(rc.Path())
 	switch {
-	case len(p) >= 5 && string(p[:5]) == "/apis":
-		if len(p) == 5 || (len(p) == 6 && p[5] == '/') {
-			h.serveAPIs(rc)
+	case p == "/apis" || p == "/apis/":
+		h.serveAPIs(rc)
+	case strings.HasPrefix(p, "/apis/"):
+		h.serveGroupPath(rc, p)
+	case p == "/api" || p == "/api/":
+		h.serveLegacyRoot(rc)
+	case strings.HasPrefix(p, "/api/"):
+		h.serveLegacyPath(rc, p)
+	case strings.HasPrefix(p, "/openapi"):
+		return h.serveOpenAPI(rc, p)
+	default:
+		return false
+	}
+	return true
+}
+
+// IsAPIPath reports the paths Serve answers with a Status when nothing
+// is found there: /api and /apis and everything below them.
+func IsAPIPath(p string) bool {
+	for _, root := range [...]string{"/api", "/apis"} {
+		if p == root || strings.HasPrefix(p, root+"/") {
 			return true
 		}
-		if p[5] != '/' {
-			return false
-		}
-		return h.serveGroupPath(rc, string(p))
-	case string(p) == "/api" || string(p) == "/api/":
-		h.serveLegacyRoot(rc)
-		return true
-	case len(p) >= 8 && string(p[:8]) == "/openapi":
-		return h.serveOpenAPI(rc, string(p))
 	}
 	return false
 }
 
-// serveGroupPath handles /apis/<group>[/...]: everything under a served
-// group answers with a Status, including 404s, as go-restful's group web
+// NotFound writes the 404 Status kube-apiserver answers for an unknown
+// path under /api or /apis.
+func (h *Handler) NotFound(rc *fasthttp.RequestCtx) { h.writeError(rc, errNotFound) }
+
+// serveGroupPath handles /apis/<group>[/...] as go-restful's group web
 // service does upstream.
-func (h *Handler) serveGroupPath(rc *fasthttp.RequestCtx, path string) bool {
+func (h *Handler) serveGroupPath(rc *fasthttp.RequestCtx, path string) {
 	rest := path[len("/apis/"):]
 	name, rest := cut(rest, '/')
 	g, ok := h.groups[name]
-	if !ok {
-		return false
+	if !ok || name == "" { // the core group lives under /api
+		h.writeError(rc, errNotFound)
+		return
 	}
 	if rest == "" {
 		h.serveGroup(rc, g)
-		return true
+		return
 	}
+	h.serveVersionPath(rc, g, rest)
+}
+
+// serveLegacyPath handles /api/<version>[/...], the core group.
+func (h *Handler) serveLegacyPath(rc *fasthttp.RequestCtx, path string) {
+	h.serveVersionPath(rc, h.groups[""], path[len("/api/"):])
+}
+
+// serveVersionPath handles <version>[/...] below a group's root.
+func (h *Handler) serveVersionPath(rc *fasthttp.RequestCtx, g *group, rest string) {
 	version, rest := cut(rest, '/')
 	if !contains(g.versions, version) {
 		h.writeError(rc, errNotFound)
-		return true
+		return
 	}
 	if rest == "" {
 		h.serveResourceList(rc, g, version)
-		return true
+		return
+	}
+	if rv, ok := reviewAt(g.name, version, rest); ok {
+		h.serveReview(rc, rv, version)
+		return
 	}
 	rt, ok := h.parseResourcePath(g.name, version, rest)
 	if !ok {
 		h.writeError(rc, errNotFound)
-		return true
+		return
 	}
 	h.serveResource(rc, rt)
-	return true
 }
 
 // route is a parsed resource path.
@@ -306,8 +345,11 @@ func patchContentTypeOK(ct string) bool {
 	}
 }
 
+// groupsOf collects the served groups and their versions. The core group
+// ("") always serves v1, as /api lists it, even while it holds no
+// resource.
 func groupsOf(resources []*engine.Resource) map[string]*group {
-	out := map[string]*group{}
+	out := map[string]*group{"": {name: "", versions: []string{"v1"}}}
 	for _, r := range resources {
 		g := out[r.Group]
 		if g == nil {

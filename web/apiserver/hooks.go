@@ -1,6 +1,10 @@
 package apiserver
 
-import "github.com/valyala/fasthttp"
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/web/auth"
+)
 
 // The web layer's filters run before this package's handlers and pass
 // what they learnt through the request's user values.
@@ -9,13 +13,24 @@ const (
 	streamEndKey = "leasehold.streamEnd"
 )
 
-// SetUser records the authenticated user name, which becomes
-// engine.Scope.User.
-func SetUser(rc *fasthttp.RequestCtx, name string) { rc.SetUserValue(userKey, name) }
+// SetUser records the authenticated user: its name becomes
+// engine.Scope.User, and the self reviews answer for it. Requests without
+// one are anonymous.
+func SetUser(rc *fasthttp.RequestCtx, u auth.User) { rc.SetUserValue(userKey, u) }
 
+// userOf is the authenticated user's name, empty when anonymous.
 func userOf(rc *fasthttp.RequestCtx) string {
-	name, _ := rc.UserValue(userKey).(string)
-	return name
+	u, _ := rc.UserValue(userKey).(auth.User)
+	return u.Name
+}
+
+// requesterOf is the user the request was authenticated as, or
+// auth.Anonymous.
+func requesterOf(rc *fasthttp.RequestCtx) auth.User {
+	if u, ok := rc.UserValue(userKey).(auth.User); ok {
+		return u
+	}
+	return auth.Anonymous
 }
 
 // OnStreamEnd registers fn to run when the watch stream this request

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -127,14 +128,18 @@ func (r *Registry) ObserveCommit(d time.Duration, writes int, err error) {
 
 // WritePrometheus writes every series in the Prometheus text format.
 func (r *Registry) WritePrometheus(ctx context.Context, w io.Writer) {
-	r.set.WritePrometheus(w)
+	var set bytes.Buffer
+	r.set.WritePrometheus(&set)
+	fillHelp(w, set.Bytes())
 	r.writeDurations(w)
 	help(w, "leasehold_storage_commit_duration_seconds", "histogram", "Duration of fsynced storage commits (one per group of writes).")
 	r.commits.write(w, "leasehold_storage_commit_duration_seconds", "")
 	if src := r.sources.Load(); src != nil {
 		r.writeSources(ctx, w, src)
 	}
-	vm.WriteProcessMetrics(w)
+	var process bytes.Buffer
+	vm.WriteProcessMetrics(&process)
+	fillHelp(w, process.Bytes())
 }
 
 func (r *Registry) writeDurations(w io.Writer) {
