@@ -69,11 +69,12 @@ type serveConfig struct {
 	ReadyFile     string
 	PluginsDir    string
 	PluginTimeout time.Duration
+	MaxBodyBytes  int
+	ShutdownDelay time.Duration
+
 	// PluginTrustKeys are the files of public keys whose signatures make
 	// a plugins-directory module loadable (empty: no verification).
 	PluginTrustKeys []string
-	MaxBodyBytes    int
-	ShutdownDelay   time.Duration
 
 	Storage       backend.Config
 	Security      *security.Config
@@ -181,15 +182,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	plugins, err := host.New(ctx, host.Options{
-		DataDir:   cfg.DataDir,
-		Dir:       cfg.PluginsDir,
-		TrustKeys: trust,
-		Logger:    logger,
+		DataDir: cfg.DataDir,
+		Dir:     cfg.PluginsDir,
+		Logger:  logger,
 		OnChange: func() {
 			if c := ctrl.Load(); c != nil {
 				c.Resync()
 			}
 		},
+		TrustKeys: trust,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
@@ -442,7 +443,7 @@ func (o *serveOps) configure(opts *web.Options, cfg serveConfig, sec *security.S
 // directory then decides every coordinated election.
 func pluginTrust(cfg serveConfig, logger *slog.Logger) (*signature.Keyring, error) {
 	if len(cfg.PluginTrustKeys) == 0 {
-		if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !security.IsLoopbackHost(host) {
+		if listenHost, _, err := net.SplitHostPort(cfg.Listen); err == nil && !security.IsLoopbackHost(listenHost) {
 			logger.Warn("Strategy modules are not verified: any .wasm in the plugins directory is loaded; sign modules and pass --plugin-trust-keys",
 				"plugins_dir", cfg.PluginsDir, "listen", cfg.Listen)
 		}
