@@ -2,8 +2,8 @@ package signature
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
