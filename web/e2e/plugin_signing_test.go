@@ -15,7 +15,7 @@ import (
 // signedModule is the fields of a module status these tests read.
 type signedModule struct {
 	Name, File, SHA256, SignerKeyID, State, RefusedSHA256, LoadError string
-	Active                                                          bool
+	Active                                                           bool
 }
 
 func moduleByFile(t *testing.T, ts *testServer, file string) (signedModule, bool) {
