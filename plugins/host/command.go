@@ -47,7 +47,7 @@ const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input sna
 
 func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fs := cli.NewFlagSet("plugin vet|test FILE.wasm [--input snapshot.json]", "", stderr)
+		fs := cli.NewFlagSet("plugin vet|test|keygen|sign|list ...", "Run \"leasehold plugin SUBCOMMAND --help\" for each subcommand's flags and arguments.", stderr)
 		err := fs.Parse(args)
 		if err == nil {
 			err = errors.New("expected a subcommand: vet, test, keygen, sign or list")
