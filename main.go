@@ -7,6 +7,8 @@
 //	leasehold [serve] [flags]   run the server (the default command)
 //	leasehold plugin vet|test FILE.wasm
 //	                            check a strategy module, or run it offline
+//	leasehold plugin keygen|sign|list
+//	                            sign modules; list a server's modules
 //	leasehold run [flags] -- COMMAND
 //	                            run COMMAND only while holding a lease
 //	leasehold leader [flags]    print a lease's holder
@@ -67,7 +69,8 @@ const (
 // lists them. Each runs with the arguments after its name.
 var commands = []cli.Command{
 	serveCommand,
-	host.PluginCommand,
+	// "plugin list" asks a server over HTTP, so it lives with the clients.
+	host.PluginCommandWith(run.PluginListCommand),
 	run.Command,
 	run.LeaderCommand,
 	lease.KubeconfigCommand,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
+	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
 	"github.com/leasehold/leasehold/web"
@@ -70,6 +72,10 @@ type serveConfig struct {
 	MaxBodyBytes  int
 	ShutdownDelay time.Duration
 
+	// PluginTrustKeys are the files of public keys whose signatures make
+	// a plugins-directory module loadable (empty: no verification).
+	PluginTrustKeys []string
+
 	Storage       backend.Config
 	Security      *security.Config
 	Limits        web.Limits
@@ -83,6 +89,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
+	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
@@ -107,6 +114,11 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	if cfg.PluginsDir == "" {
 		cfg.PluginsDir = filepath.Join(cfg.DataDir, "plugins")
+	}
+	for _, f := range strings.Split(*trustKeys, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			cfg.PluginTrustKeys = append(cfg.PluginTrustKeys, f)
+		}
 	}
 	if cfg.PluginTimeout <= 0 {
 		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
@@ -165,6 +177,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// ctrl is the election controller this replica runs, nil while another
 	// replica sharing the store leads.
 	var ctrl atomic.Pointer[election.Controller]
+	trust, err := pluginTrust(cfg, logger)
+	if err != nil {
+		return err
+	}
 	plugins, err := host.New(ctx, host.Options{
 		DataDir: cfg.DataDir,
 		Dir:     cfg.PluginsDir,
@@ -174,6 +190,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 				c.Resync()
 			}
 		},
+		TrustKeys: trust,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
@@ -418,4 +435,24 @@ func (o *serveOps) configure(opts *web.Options, cfg serveConfig, sec *security.S
 			return nil
 		}},
 	}
+}
+
+// pluginTrust loads --plugin-trust-keys. Without it every module of the
+// plugins directory is loaded, as before signing existed; a server that
+// listens beyond loopback says so at start, since whoever can write that
+// directory then decides every coordinated election.
+func pluginTrust(cfg serveConfig, logger *slog.Logger) (*signature.Keyring, error) {
+	if len(cfg.PluginTrustKeys) == 0 {
+		if listenHost, _, err := net.SplitHostPort(cfg.Listen); err == nil && !security.IsLoopbackHost(listenHost) {
+			logger.Warn("Strategy modules are not verified: any .wasm in the plugins directory is loaded; sign modules and pass --plugin-trust-keys",
+				"plugins_dir", cfg.PluginsDir, "listen", cfg.Listen)
+		}
+		return nil, nil
+	}
+	trust, err := signature.LoadKeyring(cfg.PluginTrustKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("--plugin-trust-keys: %w", err)
+	}
+	logger.Info("Strategy modules must be signed", "plugins_dir", cfg.PluginsDir, "trusted_key_ids", strings.Join(trust.IDs(), ","))
+	return trust, nil
 }

@@ -70,4 +70,28 @@ type ModuleStatus struct {
 	// LoadError is why the file's current content is not serving (the
 	// previous good version, if any, still is).
 	LoadError string `json:"loadError,omitempty"`
+	// ABIVersion is what the module's lease_strategy_abi_version answered
+	// ("" for a file that was never loaded: a refused module is never run,
+	// so it has not said).
+	ABIVersion string `json:"abiVersion,omitempty"`
+	// SignerKeyID is the key id whose signature the host verified before
+	// loading the module (server run with trust keys). For a refused file
+	// it is the key id its signature file claims, if readable. Empty for
+	// built-ins and when the server verifies no signatures.
+	SignerKeyID string `json:"signerKeyId,omitempty"`
+	// State is "loaded" for a module that serves (or a built-in a file
+	// overrides), or "refused: REASON" for a file that never loaded:
+	// missing signature, bad signature, untrusted key id, digest mismatch,
+	// or the check or self-test error.
+	State string `json:"state,omitempty"`
+	// RefusedSHA256 is set when a loaded file's current content was
+	// refused (LoadError says why): the sha256 of that content, while
+	// SHA256 is the previous good version that keeps serving.
+	RefusedSHA256 string `json:"refusedSha256,omitempty"`
 }
+
+// Module states (ModuleStatus.State).
+const (
+	StateLoaded        = "loaded"
+	StateRefusedPrefix = "refused: "
+)

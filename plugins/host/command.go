@@ -16,21 +16,41 @@ import (
 // module against the plugin ABI and prints its VetReport; test runs it
 // offline on an abi.Input (--input, default a built-in sample) and prints
 // its decision and timing.
-var PluginCommand = cli.Command{
-	Name:     "plugin",
-	Synopsis: pluginSynopsis,
-	Summary:  "check a strategy module against the plugin ABI (vet), or run it offline\nand print its decision (test)",
-	Run:      pluginCommand,
+var PluginCommand = PluginCommandWith()
+
+// PluginCommandWith is PluginCommand plus subcommands implemented
+// elsewhere: "plugin list" asks a server over HTTP, so it lives with the
+// HTTP clients, which this package may not import. Besides vet and test,
+// it has keygen and sign (signcmd.go).
+func PluginCommandWith(more ...cli.Command) cli.Command {
+	subs := append([]cli.Command{keygenSubcommand, signSubcommand}, more...)
+	synopsis := pluginSynopsis
+	for _, s := range subs {
+		synopsis += "\n" + s.Synopsis
+	}
+	return cli.Command{
+		Name:     "plugin",
+		Synopsis: synopsis,
+		Summary:  "check a strategy module against the plugin ABI (vet), run it offline and\nprint its decision (test), sign modules (keygen, sign), list a server's (list)",
+		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			if len(args) > 0 {
+				if sub, ok := cli.Lookup(subs, args[0]); ok {
+					return sub.Run(ctx, args[1:], stdout, stderr)
+				}
+			}
+			return pluginCommand(ctx, args, stdout, stderr)
+		},
+	}
 }
 
 const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input snapshot.json]"
 
 func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fs := cli.NewFlagSet("plugin vet|test FILE.wasm [--input snapshot.json]", "", stderr)
+		fs := cli.NewFlagSet("plugin vet|test|keygen|sign|list ...", "Run \"leasehold plugin SUBCOMMAND --help\" for each subcommand's flags and arguments.", stderr)
 		err := fs.Parse(args)
 		if err == nil {
-			err = errors.New("expected vet or test")
+			err = errors.New("expected a subcommand: vet, test, keygen, sign or list")
 		}
 		code, _ := fs.Stop(err)
 		return code

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,10 +39,20 @@ type fileState struct {
 	path    string
 	sha     string // last content seen
 	mod     *module
-	err     error // load error of content sha (mod, if any, is older)
+	signer  string // key id that signed mod's content (with TrustKeys)
+	err     error  // load error or refusal of content errSHA (mod, if any, is older)
+	errSHA  string
+	errKey  string // key id the refused content's signature file claims
 	errAt   time.Time
 	info    os.FileInfo // at the last read
 	settled bool        // info's mtime was over 2 s old when read
+
+	// With TrustKeys, the same for the signature file (sigInfo nil: none)
+	// and a digest of its content, so that a signature written, replaced
+	// or removed after its module is noticed like a module change.
+	sigInfo    os.FileInfo
+	sigSettled bool
+	sigSum     string
 }
 
 // New compiles and self-tests the built-in strategies and creates
@@ -161,14 +172,18 @@ func (h *Host) Modules() []abi.ModuleStatus {
 	}
 	for _, p := range h.sortedPaths() {
 		f := h.files[p]
-		st := abi.ModuleStatus{File: p, SHA256: f.sha}
+		st := abi.ModuleStatus{File: p, SHA256: f.sha, SignerKeyID: f.errKey}
 		if f.mod != nil {
 			st = h.status(f.mod, active)
+			st.SignerKeyID = f.signer
 		}
 		if f.err != nil {
 			st.LoadError = f.err.Error()
 			if f.mod == nil {
 				st.LastError, st.LastErrorAt = f.err.Error(), f.errAt
+				st.State = abi.StateRefusedPrefix + f.err.Error()
+			} else {
+				st.RefusedSHA256 = f.errSHA
 			}
 		}
 		out = append(out, st)
@@ -178,7 +193,8 @@ func (h *Host) Modules() []abi.ModuleStatus {
 
 func (h *Host) status(m *module, active map[string]*module) abi.ModuleStatus {
 	st := abi.ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
-		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt}
+		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt,
+		ABIVersion: strconv.Itoa(int(m.abi)), State: abi.StateLoaded}
 	m.stats.fill(&st)
 	return st
 }

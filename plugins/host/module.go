@@ -22,6 +22,7 @@ import (
 type module struct {
 	r        *runner
 	info     abi.Info
+	abi      int32 // what lease_strategy_abi_version answered
 	sha      string
 	file     string // path, or "builtin:<name>"
 	builtin  bool
@@ -156,6 +157,7 @@ func (r *runner) loadModule(ctx context.Context, wasm []byte, file string, built
 	if v != abi.ABIVersion {
 		return nil, nil, fmt.Errorf("%w: module speaks lease-strategy ABI %d, this server supports %d", ErrInvalidModule, v, abi.ABIVersion)
 	}
+	m.abi = v
 	out, _, err := r.invoke(ctx, cm, m.logger, abi.ExportInfo, nil, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: info: %w", ErrInvalidModule, err)

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/leasehold/leasehold/plugins/signature"
 )
 
 // Options configures a Host; the zero value is usable (no plugin
@@ -37,6 +39,13 @@ type Options struct {
 	MaxModuleBytes int64
 	// MaxOutputBytes caps what write_output accepts. Default 1 MiB.
 	MaxOutputBytes int
+	// TrustKeys, when set, makes the host refuse every module of Dir
+	// without a valid MODULE.wasm.sig by one of these keys: a refused
+	// module is never compiled, instantiated or called, and a refused new
+	// version leaves the previous good one serving. Built-ins are part of
+	// the binary and always trusted. Nil: every module is loaded, as
+	// before signing existed.
+	TrustKeys *signature.Keyring
 	// OnChange, when set, is called after a scan changed the set of
 	// serving modules (added, replaced or removed), so that the election
 	// controller can re-decide with the new strategies at once.

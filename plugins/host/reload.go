@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/plugins/signature"
 )
 
 // Run loads Options.Dir and rescans it every PollInterval until ctx ends:
@@ -87,9 +91,9 @@ func (h *Host) Scan(ctx context.Context) {
 	}
 }
 
-// scanFile (re)loads path if its content changed; it reports whether the
-// serving set changed and the module it replaced, for the caller to
-// release after publishing.
+// scanFile (re)loads path if its content (or, with TrustKeys, its
+// signature file) changed; it reports whether the serving set changed and
+// the module it replaced, for the caller to release after publishing.
 func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	f := h.files[path]
 	if f == nil {
@@ -100,25 +104,65 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	if err != nil {
 		return false, nil // vanished between ReadDir and Stat: next scan removes it
 	}
+	trust := h.opts.TrustKeys
+	sigPath := path + signature.Suffix
+	var sigInfo os.FileInfo
+	if trust != nil {
+		sigInfo, _ = os.Stat(sigPath) // nil when missing; a read error is handled below
+	}
 	// Cheap check first (same inode, size and mtime, and the mtime was
 	// already old at the previous scan, so a same-size rewrite within one
 	// mtime tick cannot hide); sha256 decides below.
-	if f.info != nil && os.SameFile(f.info, info) && info.ModTime().Equal(f.info.ModTime()) &&
-		info.Size() == f.info.Size() && f.settled {
+	if sameSettled(f.info, info, f.settled) && (trust == nil || sameSettledOrBothMissing(f.sigInfo, sigInfo, f.sigSettled)) {
 		return false, nil
 	}
 	f.info, f.settled = info, time.Since(info.ModTime()) > 2*time.Second
+	f.sigInfo, f.sigSettled = sigInfo, sigInfo != nil && time.Since(sigInfo.ModTime()) > 2*time.Second
 	wasm, err := readLimited(path, h.opts.MaxModuleBytes)
 	if err != nil {
-		h.fileFailed(f, "", err)
+		h.fileFailed(f, "", "", err)
 		return false, nil
 	}
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
-	if sha == f.sha {
+	var sig []byte
+	var sigErr error
+	sigSum := ""
+	if trust != nil {
+		sig, sigErr = readSignature(sigPath)
+		sigSum = digestOrState(sig, sigErr)
+	}
+	if sha == f.sha && sigSum == f.sigSum {
 		return false, nil
 	}
-	f.sha = sha
+	f.sha, f.sigSum = sha, sigSum
+	signer := ""
+	if trust != nil {
+		// Verified before compiling: a refused module's code is never
+		// compiled, instantiated or called.
+		if sigErr == nil {
+			signer, err = trust.Verify(sum, sig)
+		} else {
+			err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
+		}
+		if err != nil {
+			claimed := ""
+			if r, ok := errors.AsType[*signature.RefusedError](err); ok {
+				claimed = r.KeyID
+			}
+			h.fileFailed(f, sha, claimed, err)
+			return false, nil
+		}
+		if f.mod != nil && f.mod.sha == sha {
+			// The serving module, signed anew (a rotated key, say):
+			// nothing to reload.
+			if f.signer != signer || f.err != nil {
+				h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha, "key_id", signer)
+			}
+			f.signer, f.err, f.errSHA, f.errKey = signer, nil, "", ""
+			return false, nil
+		}
+	}
 	m, _, err := h.r.load(ctx, wasm, path, false, h.log)
 	if err == nil {
 		if other := h.owner(m.info.Name, path); other != "" {
@@ -127,12 +171,15 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 		}
 	}
 	if err != nil {
-		h.fileFailed(f, sha, err)
+		h.fileFailed(f, sha, signer, err)
 		return false, nil
 	}
 	old := f.mod
-	f.mod, f.err = m, nil
+	f.mod, f.signer, f.err, f.errSHA, f.errKey = m, signer, nil, "", ""
 	attrs := []any{"file", path, "strategy", m.info.Name, "version", m.info.Version, "sha256", sha}
+	if signer != "" {
+		attrs = append(attrs, "key_id", signer)
+	}
 	if _, ok := h.builtins[m.info.Name]; ok {
 		attrs = append(attrs, "overrides_builtin", true)
 	}
@@ -140,13 +187,53 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	return true, old
 }
 
-func (h *Host) fileFailed(f *fileState, sha string, err error) {
-	f.err, f.errAt = err, time.Now()
+// sameSettled reports whether a file looks unchanged since prev was read
+// and its mtime was already old then.
+func sameSettled(prev, cur os.FileInfo, settled bool) bool {
+	return prev != nil && cur != nil && os.SameFile(prev, cur) && cur.ModTime().Equal(prev.ModTime()) &&
+		cur.Size() == prev.Size() && settled
+}
+
+func sameSettledOrBothMissing(prev, cur os.FileInfo, settled bool) bool {
+	return (prev == nil && cur == nil) || sameSettled(prev, cur, settled)
+}
+
+// readSignature reads a module's signature file: nil, nil when there is
+// none.
+func readSignature(path string) ([]byte, error) {
+	b, err := readLimitedBytes(path, signature.MaxFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// digestOrState names a signature file's content for change detection.
+func digestOrState(sig []byte, err error) string {
+	switch {
+	case err != nil:
+		return "unreadable: " + err.Error()
+	case sig == nil:
+		return "missing"
+	}
+	sum := sha256.Sum256(sig)
+	return hex.EncodeToString(sum[:])
+}
+
+// fileFailed records why the content sha of f does not serve: a refusal
+// (signature) or a load error. Logged once per content: the next scan
+// skips an unchanged module and signature.
+func (h *Host) fileFailed(f *fileState, sha, keyID string, err error) {
+	f.err, f.errSHA, f.errKey, f.errAt = err, sha, keyID, time.Now()
 	keep := "none"
 	if f.mod != nil {
 		keep = f.mod.info.Name + " " + f.mod.short()
 	}
-	// Logged once per content: the next scan skips an unchanged file.
+	if r, ok := errors.AsType[*signature.RefusedError](err); ok {
+		h.log.Warn("strategy module refused", "file", f.path, "sha256", sha, "reason", string(r.Reason),
+			"detail", r.Detail, "key_id", r.KeyID, "still_serving", keep)
+		return
+	}
 	h.log.Warn("strategy module rejected", "file", f.path, "sha256", sha, "err", err, "still_serving", keep)
 }
 
@@ -161,17 +248,30 @@ func (h *Host) owner(name, except string) string {
 }
 
 func readLimited(path string, max int64) ([]byte, error) {
-	fh, err := os.Open(path)
+	b, err := readLimitedBytes(path, max)
+	if errors.Is(err, errTooLarge) {
+		return nil, fmt.Errorf("%w: %s is over the %d-byte limit", ErrInvalidModule, path, max)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	return b, nil
+}
+
+var errTooLarge = errors.New("file too large")
+
+func readLimitedBytes(path string, max int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer fh.Close()
 	b, err := io.ReadAll(io.LimitReader(fh, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("plugins: read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: %s is over the %d-byte limit", ErrInvalidModule, path, max)
+		return nil, fmt.Errorf("%s: %w (over %d bytes)", path, errTooLarge, max)
 	}
 	return b, nil
 }

@@ -31,3 +31,9 @@ func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64,
 	}
 	return n, nil
 }
+
+// GetJSON GETs path (e.g. /ui/api/v1/system) and decodes the JSON answer
+// into out. A non-2xx answer is returned as a *StatusError.
+func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, c.base.String()+path, nil, out)
+}

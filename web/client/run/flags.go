@@ -32,12 +32,18 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *cli.FlagSet) {
-	fs.StringVar(&c.Server, "server", "", "API server `URL` (overrides the kubeconfig's; default "+DefaultServer+" without a kubeconfig)")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for the server URL, bearer token and TLS settings (default $KUBECONFIG when --server is not given)")
-	fs.StringVar(&c.Context, "context", "", "kubeconfig `context` to use (default its current-context)")
+	c.registerServer(fs)
 	fs.StringVar(&c.Namespace, "namespace", "", "`namespace` of the lease (default the kubeconfig context's, else \"default\")")
 	fs.StringVar(&c.Lease, "lease", "", "`name` of the Lease (required)")
 	fs.Alias("n", "namespace")
+}
+
+// registerServer registers the flags that say which server to reach and
+// how, for commands about the server rather than one lease.
+func (c *connFlags) registerServer(fs *cli.FlagSet) {
+	fs.StringVar(&c.Server, "server", "", "API server `URL` (overrides the kubeconfig's; default "+DefaultServer+" without a kubeconfig)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig `file` for the server URL, bearer token and TLS settings (default $KUBECONFIG when --server is not given)")
+	fs.StringVar(&c.Context, "context", "", "kubeconfig `context` to use (default its current-context)")
 }
 
 // client resolves the connection flags into a Lease API client. The
