@@ -14,7 +14,7 @@ import (
 
 // PluginCommand is "leasehold plugin vet|test": vet checks a strategy
 // module against the plugin ABI and prints its VetReport; test runs it
-// offline on an abi.Input (--input, default a built-in sample) and prints
+// offline on an abi.Input (a file, default a built-in sample) and prints
 // its decision and timing.
 var PluginCommand = cli.Command{
 	Name:     "plugin",
@@ -23,11 +23,29 @@ var PluginCommand = cli.Command{
 	Run:      pluginCommand,
 }
 
-const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input snapshot.json]"
+const (
+	pluginVetSynopsis  = "plugin vet FILE.wasm"
+	pluginTestSynopsis = "plugin test FILE.wasm [INPUT.json]"
+	pluginSynopsis     = pluginVetSynopsis + "\n" + pluginTestSynopsis
+
+	pluginAbout = `Works on a strategy module offline, as the server would load it: "vet" runs
+the load-time checks and prints the report, "test" runs one decision and
+prints it with timings. Run "leasehold plugin vet --help" or "leasehold plugin
+test --help" for each.`
+	pluginVetAbout = `Runs the checks the server runs before it serves a strategy module (ABI
+version, imports and exports, info, the self-test on the golden samples) and
+prints the report as JSON: sha256, size, info, imports, exports, memory,
+compile time and each sample's action and latency. Exits 1 with the reason
+when the server would reject the module.`
+	pluginTestAbout = `Runs one decision of the strategy module offline on INPUT.json (an abi.Input
+document, as docs/plugins.md describes; --input names it too), or on a
+built-in sample without one, and prints the decision with the instantiate and
+call times as JSON.`
+)
 
 func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fs := cli.NewFlagSet("plugin vet|test FILE.wasm [--input snapshot.json]", "", stderr)
+		fs := cli.NewFlagSet(pluginSynopsis, pluginAbout, stderr)
 		err := fs.Parse(args)
 		if err == nil {
 			err = errors.New("expected vet or test")
@@ -36,13 +54,33 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	sub := args[0]
-	synopsis := "plugin vet FILE.wasm"
+	synopsis, about := pluginVetSynopsis, pluginVetAbout
 	if sub == "test" {
-		synopsis = "plugin test FILE.wasm [--input snapshot.json]"
+		synopsis, about = pluginTestSynopsis, pluginTestAbout
 	}
-	fs := cli.NewFlagSet(synopsis, "", stderr)
-	input := fs.String("input", "", "`file` with the abi.Input JSON to decide on (default: a built-in sample)")
-	file, err := fs.ParseWithArg(args[1:], "FILE.wasm")
+	fs := cli.NewFlagSet(synopsis, about, stderr)
+	var input *string
+	if sub == "test" {
+		input = fs.String("input", "", "`file` with the abi.Input JSON to decide on, the same as INPUT.json (default: a built-in sample)")
+	}
+	pos, err := fs.ParseInterspersed(args[1:])
+	var file string
+	switch {
+	case err != nil:
+	case len(pos) == 0:
+		err = errors.New("expected FILE.wasm")
+	case sub == "vet" && len(pos) > 1:
+		err = fmt.Errorf("expected one FILE.wasm, got %q", pos)
+	case len(pos) > 2:
+		err = fmt.Errorf("expected FILE.wasm and at most one INPUT.json, got %q", pos)
+	case len(pos) == 2 && *input != "":
+		err = errors.New("give the input once: INPUT.json or --input")
+	default:
+		file = pos[0]
+		if len(pos) == 2 {
+			*input = pos[1]
+		}
+	}
 	if code, stop := fs.Stop(err); stop {
 		return code
 	}
