@@ -46,7 +46,7 @@ var serveCommand = cli.Command{
 	Synopsis: "[serve] [flags]",
 	Summary:  `run the server (default command; see "leasehold serve --help")`,
 	Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		fs := cli.NewFlagSet("serve [flags]", "", stderr)
+		fs := cli.NewFlagSet("serve [flags]", serveAbout, stderr)
 		cfg, err := parseServeFlags(fs, args)
 		if code, stop := fs.Stop(err); stop {
 			return code
@@ -58,6 +58,13 @@ var serveCommand = cli.Command{
 		return cli.ExitOK
 	},
 }
+
+const serveAbout = `Serves the Kubernetes Lease API (coordination.k8s.io: Leases and
+LeaseCandidates), discovery, OpenAPI, health, metrics and the web UI from
+one process, with the database in --data-dir (or etcd, --storage etcd). It
+runs the coordinated leader-election controller with the strategy modules of
+--plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
+command, or with flags only, is "leasehold serve".`
 
 // serveConfig is the parsed and validated configuration of "leasehold
 // serve": the server's own flags here, the rest by concern.

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -111,8 +114,40 @@ func TestOpenAPI(t *testing.T) {
 	if r.code != 200 || !strings.Contains(r.body, `"swagger":"2.0"`) {
 		t.Errorf("v2: %d %.100s", r.code, r.body)
 	}
-	if r := do(t, "GET", base+"/openapi/v2", "", "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf"); r.code != 406 {
-		t.Errorf("v2 protobuf: %d", r.code)
+	jsonTag := r.header.Get("Etag")
+	// The protobuf form, as kubectl's validation and client-go's
+	// OpenAPISchema ask for it: gnostic's message, the JSON's ETag.
+	for _, accept := range []string{
+		"application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+		"application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+		"application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+	} {
+		r := do(t, "GET", base+"/openapi/v2", "", "Accept: "+accept)
+		if r.code != 200 || r.header.Get("Content-Type") != "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" ||
+			r.header.Get("Etag") != jsonTag || r.header.Get("Vary") != "Accept" {
+			t.Fatalf("v2 protobuf (Accept %s): %d %v", accept, r.code, r.header)
+		}
+		var doc openapi_v2.Document
+		if err := proto.Unmarshal([]byte(r.body), &doc); err != nil {
+			t.Fatalf("v2 protobuf (Accept %s): %v", accept, err)
+		}
+		found := false
+		for _, d := range doc.GetDefinitions().GetAdditionalProperties() {
+			found = found || d.GetName() == "io.k8s.api.coordination.v1.Lease"
+		}
+		if doc.GetSwagger() != "2.0" || !found {
+			t.Errorf("v2 protobuf (Accept %s): swagger %q, Lease defined %v", accept, doc.GetSwagger(), found)
+		}
+	}
+	r = do(t, "GET", base+"/openapi/v2", "", "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf", "If-None-Match: "+jsonTag)
+	if r.code != 304 {
+		t.Errorf("v2 protobuf If-None-Match: %d", r.code)
+	}
+	if r := do(t, "GET", base+"/openapi/v2", "", "Accept: application/json;q=0.9, application/com.github.proto-openapi.spec.v2@v1.0+protobuf;q=0.5"); r.code != 200 || r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("v2 preferring JSON: %d %v", r.code, r.header)
+	}
+	if r := do(t, "GET", base+"/openapi/v2", "", "Accept: application/yaml"); r.code != 406 {
+		t.Errorf("v2 as YAML: %d, want 406 as kube-openapi", r.code)
 	}
 }
 

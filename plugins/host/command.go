@@ -14,7 +14,7 @@ import (
 
 // PluginCommand is "leasehold plugin vet|test": vet checks a strategy
 // module against the plugin ABI and prints its VetReport; test runs it
-// offline on an abi.Input (--input, default a built-in sample) and prints
+// offline on an abi.Input (a file, default a built-in sample) and prints
 // its decision and timing.
 var PluginCommand = PluginCommandWith()
 
@@ -38,16 +38,37 @@ func PluginCommandWith(more ...cli.Command) cli.Command {
 					return sub.Run(ctx, args[1:], stdout, stderr)
 				}
 			}
-			return pluginCommand(ctx, args, stdout, stderr)
+			return pluginCommand(ctx, synopsis, args, stdout, stderr)
 		},
 	}
 }
 
-const pluginSynopsis = "plugin vet FILE.wasm\nplugin test FILE.wasm [--input snapshot.json]"
+const (
+	pluginVetSynopsis  = "plugin vet FILE.wasm"
+	pluginTestSynopsis = "plugin test FILE.wasm [INPUT.json]"
+	pluginSynopsis     = pluginVetSynopsis + "\n" + pluginTestSynopsis
 
-func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	pluginAbout = `Works on strategy modules: "vet" runs the load-time checks offline and prints
+the report, "test" runs one decision offline and prints it with timings,
+"keygen" and "sign" make a signing key and a module's detached signature,
+"list" shows the modules a server has seen. Run "leasehold plugin SUBCOMMAND
+--help" for each.`
+	pluginVetAbout = `Runs the checks the server runs before it serves a strategy module (ABI
+version, imports and exports, info, the self-test on the golden samples) and
+prints the report as JSON: sha256, size, info, imports, exports, memory,
+compile time and each sample's action and latency. Exits 1 with the reason
+when the server would reject the module.`
+	pluginTestAbout = `Runs one decision of the strategy module offline on INPUT.json (an abi.Input
+document, as docs/plugins.md describes; --input names it too), or on a
+built-in sample without one, and prints the decision with the instantiate and
+call times as JSON.`
+)
+
+// pluginCommand runs vet and test; synopsis is the whole command's, with
+// the subcommands added by PluginCommandWith, for "plugin --help".
+func pluginCommand(ctx context.Context, synopsis string, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "vet" && args[0] != "test") {
-		fs := cli.NewFlagSet("plugin vet|test|keygen|sign|list ...", "Run \"leasehold plugin SUBCOMMAND --help\" for each subcommand's flags and arguments.", stderr)
+		fs := cli.NewFlagSet(synopsis, pluginAbout, stderr)
 		err := fs.Parse(args)
 		if err == nil {
 			err = errors.New("expected a subcommand: vet, test, keygen, sign or list")
@@ -56,13 +77,33 @@ func pluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	sub := args[0]
-	synopsis := "plugin vet FILE.wasm"
+	synopsis, about := pluginVetSynopsis, pluginVetAbout
 	if sub == "test" {
-		synopsis = "plugin test FILE.wasm [--input snapshot.json]"
+		synopsis, about = pluginTestSynopsis, pluginTestAbout
 	}
-	fs := cli.NewFlagSet(synopsis, "", stderr)
-	input := fs.String("input", "", "`file` with the abi.Input JSON to decide on (default: a built-in sample)")
-	file, err := fs.ParseWithArg(args[1:], "FILE.wasm")
+	fs := cli.NewFlagSet(synopsis, about, stderr)
+	var input *string
+	if sub == "test" {
+		input = fs.String("input", "", "`file` with the abi.Input JSON to decide on, the same as INPUT.json (default: a built-in sample)")
+	}
+	pos, err := fs.ParseInterspersed(args[1:])
+	var file string
+	switch {
+	case err != nil:
+	case len(pos) == 0:
+		err = errors.New("expected FILE.wasm")
+	case sub == "vet" && len(pos) > 1:
+		err = fmt.Errorf("expected one FILE.wasm, got %q", pos)
+	case len(pos) > 2:
+		err = fmt.Errorf("expected FILE.wasm and at most one INPUT.json, got %q", pos)
+	case len(pos) == 2 && *input != "":
+		err = errors.New("give the input once: INPUT.json or --input")
+	default:
+		file = pos[0]
+		if len(pos) == 2 {
+			*input = pos[1]
+		}
+	}
 	if code, stop := fs.Stop(err); stop {
 		return code
 	}

@@ -12,9 +12,19 @@ import (
 	"sync"
 	"time"
 
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"github.com/valyala/fasthttp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leasehold/leasehold/engine/schema"
+)
+
+// The media types of /openapi/v2's protobuf form. kubectl and client-go's
+// discovery ask for the @ spelling; kube-openapi answers both with the
+// dotted one.
+const (
+	openAPIV2ProtoDeprecated = "com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	openAPIV2Proto           = "com.github.proto-openapi.spec.v2.v1.0+protobuf"
 )
 
 // openAPI serves /openapi/v2 and /openapi/v3 the way kube-openapi's
@@ -22,10 +32,14 @@ import (
 // pointing at ?hash= URLs, immutable caching for hashed requests.
 // Documents are rendered on first use and kept.
 type openAPI struct {
-	mu      sync.Mutex
-	docs    map[string]openAPIDoc // v3 by path ("apis/coordination.k8s.io/v1")
-	index   *openAPIDoc
-	v2      *openAPIDoc
+	mu    sync.Mutex
+	docs  map[string]openAPIDoc // v3 by path ("apis/coordination.k8s.io/v1")
+	index *openAPIDoc
+	v2    *openAPIDoc
+	// v2Proto is v2 as gnostic's protobuf message, with v2's ETag: the
+	// response varies on Accept, so one tag serves both (kube-openapi's
+	// choice).
+	v2Proto *openAPIDoc
 	started time.Time
 }
 
@@ -40,6 +54,60 @@ func newOpenAPI() *openAPI {
 
 func newDoc(data []byte) openAPIDoc {
 	return openAPIDoc{data: data, etag: fmt.Sprintf("%X", sha512.Sum512(data))}
+}
+
+// v2Doc returns /openapi/v2 as JSON or as protobuf. Each form is
+// rendered once, on its first request: the protobuf costs a parse of the
+// JSON (tens of milliseconds), which most servers never need to pay.
+func (o *openAPI) v2Doc(protobuf bool) (openAPIDoc, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.v2 == nil {
+		data, err := schema.V2Document()
+		if err != nil {
+			return openAPIDoc{}, err
+		}
+		d := newDoc(data)
+		o.v2 = &d
+	}
+	if !protobuf {
+		return *o.v2, nil
+	}
+	if o.v2Proto == nil {
+		doc, err := openapi_v2.ParseDocument(o.v2.data)
+		if err != nil {
+			return openAPIDoc{}, fmt.Errorf("parsing the openapi v2 document: %w", err)
+		}
+		data, err := proto.Marshal(doc)
+		if err != nil {
+			return openAPIDoc{}, fmt.Errorf("encoding the openapi v2 document as protobuf: %w", err)
+		}
+		o.v2Proto = &openAPIDoc{data: data, etag: o.v2.etag}
+	}
+	return *o.v2Proto, nil
+}
+
+// negotiateOpenAPIV2 picks /openapi/v2's form as kube-openapi's handler
+// does: the first Accept clause, best first, that matches JSON or one of
+// the protobuf types, JSON winning a wildcard. ok is false when none
+// matches (406).
+func negotiateOpenAPIV2(rc *fasthttp.RequestCtx) (protobuf, ok bool) {
+	accept := b2s(rc.Request.Header.Peek("Accept"))
+	if accept == "" {
+		return false, true
+	}
+	for _, c := range parseAccept(accept) {
+		if c.typ != "*" && c.typ != "application" {
+			continue
+		}
+		switch c.sub {
+		case "*", "json":
+			return false, true
+		case openAPIV2ProtoDeprecated, openAPIV2Proto:
+			return true, true
+		}
+	}
+	return false, false
 }
 
 // v3Doc returns the document of path, rendering it once.
@@ -99,29 +167,22 @@ func (h *Handler) serveOpenAPI(rc *fasthttp.RequestCtx, path string) bool {
 	o := h.openapi
 	switch {
 	case path == "/openapi/v2":
-		o.mu.Lock()
-		v2 := o.v2
-		o.mu.Unlock()
-		if v2 == nil {
-			data, err := schema.V2Document()
-			if err != nil {
-				h.openAPIError(rc, err)
-				return true
-			}
-			d := newDoc(data)
-			o.mu.Lock()
-			o.v2 = &d
-			o.mu.Unlock()
-			v2 = &d
-		}
-		// Only JSON: the protobuf form needs gnostic; kubectl asks for v2
-		// only when v3 is missing.
-		if !acceptsJSON(rc) {
+		rc.Response.Header.Set("Vary", "Accept")
+		protobuf, ok := negotiateOpenAPIV2(rc)
+		if !ok {
 			rc.SetStatusCode(http.StatusNotAcceptable)
 			return true
 		}
-		rc.Response.Header.Set("Vary", "Accept")
-		o.serveDoc(rc, *v2, "application/json", false)
+		d, err := o.v2Doc(protobuf)
+		if err != nil {
+			h.openAPIError(rc, err)
+			return true
+		}
+		contentType := "application/json"
+		if protobuf {
+			contentType = "application/" + openAPIV2Proto
+		}
+		o.serveDoc(rc, d, contentType, false)
 		return true
 	case path == "/openapi/v3" || path == "/openapi/v3/":
 		d, err := o.v3Index()

@@ -62,3 +62,40 @@ func TestWriteList(t *testing.T) {
 		t.Errorf("list:\n%q\nwant:\n%q", b.String(), want)
 	}
 }
+
+func TestParseInterspersed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+		x    int
+	}{
+		{[]string{"a.wasm", "in.json"}, []string{"a.wasm", "in.json"}, 0},
+		{[]string{"a.wasm", "--x", "2", "in.json"}, []string{"a.wasm", "in.json"}, 2},
+		{[]string{"--x", "3", "a.wasm", "in.json", "--x=4"}, []string{"a.wasm", "in.json"}, 4},
+		{[]string{"a.wasm", "--", "--x", "5"}, []string{"a.wasm", "--x", "5"}, 0},
+		{[]string{"--x", "6", "--", "-b"}, []string{"-b"}, 6},
+		{nil, nil, 0},
+	} {
+		fs := NewFlagSet("plugin test FILE.wasm [INPUT.json]", "", &bytes.Buffer{})
+		x := fs.Int("x", 0, "")
+		got, err := fs.ParseInterspersed(c.args)
+		if err != nil || strings.Join(got, " ") != strings.Join(c.want, " ") || *x != c.x {
+			t.Errorf("%q: positional %q x %d err %v; want %q x %d", c.args, got, *x, err, c.want, c.x)
+		}
+	}
+}
+
+// A synopsis of several forms prints each under "Usage:" and names the
+// flag set after the words they share.
+func TestSeveralForms(t *testing.T) {
+	var stderr bytes.Buffer
+	fs := NewFlagSet("plugin vet FILE.wasm\nplugin test FILE.wasm [INPUT.json]", "Works on a module.", &stderr)
+	if fs.Name() != "leasehold plugin" {
+		t.Errorf("name %q, want %q", fs.Name(), "leasehold plugin")
+	}
+	_ = fs.Parse([]string{"--help"})
+	want := "Usage: leasehold plugin vet FILE.wasm\n       leasehold plugin test FILE.wasm [INPUT.json]\n\nWorks on a module.\n"
+	if stderr.String() != want {
+		t.Errorf("help:\n%q\nwant:\n%q", stderr.String(), want)
+	}
+}

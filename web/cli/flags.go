@@ -39,16 +39,20 @@ type FlagSet struct {
 
 // NewFlagSet returns the flag set of "leasehold <synopsis>"; its name, which
 // prefixes its errors, is "leasehold" and the synopsis's leading lower-case
-// words ("plugin vet" of "plugin vet FILE.wasm"). about, when set, is printed by --help between
-// the synopsis and the flags. Errors and help go to stderr.
+// words ("plugin vet" of "plugin vet FILE.wasm"; a synopsis of several
+// forms, one per line, gets the words they share). about, when set, is
+// printed by --help between the synopsis and the flags. Errors and help go
+// to stderr.
 func NewFlagSet(synopsis, about string, stderr io.Writer) *FlagSet {
-	name := "leasehold"
-	for _, word := range strings.Fields(synopsis) {
-		if strings.TrimLeft(word, "abcdefghijklmnopqrstuvwxyz") != "" {
-			break
+	name := ""
+	for i, form := range strings.Split(synopsis, "\n") {
+		if n := commandWords(form); i == 0 {
+			name = n
+		} else {
+			name = commonWords(name, n)
 		}
-		name += " " + word
 	}
+	name = strings.TrimSpace("leasehold " + name)
 	fs := &FlagSet{
 		FlagSet:  flag.NewFlagSet(name, flag.ContinueOnError),
 		synopsis: "leasehold " + synopsis,
@@ -59,6 +63,30 @@ func NewFlagSet(synopsis, about string, stderr io.Writer) *FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = fs.printUsage
 	return fs
+}
+
+// commandWords returns the leading lower-case words of a synopsis form:
+// "plugin vet" of "plugin vet FILE.wasm".
+func commandWords(form string) string {
+	var words []string
+	for _, word := range strings.Fields(form) {
+		if strings.TrimLeft(word, "abcdefghijklmnopqrstuvwxyz") != "" {
+			break
+		}
+		words = append(words, word)
+	}
+	return strings.Join(words, " ")
+}
+
+// commonWords returns the words a and b start with: "plugin" of "plugin
+// vet" and "plugin test".
+func commonWords(a, b string) string {
+	wa, wb := strings.Fields(a), strings.Fields(b)
+	n := 0
+	for n < len(wa) && n < len(wb) && wa[n] == wb[n] {
+		n++
+	}
+	return strings.Join(wa[:n], " ")
 }
 
 // Alias makes -short another name for the registered flag --long.
@@ -93,21 +121,48 @@ func (fs *FlagSet) Parse(args []string) error {
 }
 
 // ParseWithArg parses args that hold exactly one positional argument
-// (what names it in errors, e.g. "FILE"), before or after the flags.
+// (what names it in errors, e.g. "FILE"), before, between or after the
+// flags.
 func (fs *FlagSet) ParseWithArg(args []string, what string) (string, error) {
-	var arg string
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		arg, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := fs.ParseInterspersed(args)
+	if err != nil {
 		return "", err
 	}
-	if arg == "" && fs.NArg() == 1 {
-		arg = fs.Arg(0)
-	} else if fs.NArg() > 0 || arg == "" {
+	if len(pos) != 1 {
 		return "", errors.New("expected exactly one " + what)
 	}
-	return arg, nil
+	return pos[0], nil
+}
+
+// ParseInterspersed parses args whose positional arguments may stand
+// before, between or after the flags (as the docs write "plugin test
+// FILE.wasm INPUT.json --input X" or "backup --force FILE"), and returns
+// the positional arguments in order. Everything after "--" is positional.
+func (fs *FlagSet) ParseInterspersed(args []string) ([]string, error) {
+	if err := fs.Parse(nil); err != nil { // the environment twins, once
+		return nil, err
+	}
+	var pos []string
+	for len(args) > 0 {
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		if args[0] == "" || args[0][0] != '-' || args[0] == "-" {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		if err := fs.FlagSet.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.FlagSet.Args()
+		// flag.Parse stops at the first positional argument, or drops a
+		// "--" and stops after it: then the rest is all positional.
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		args = rest
+	}
+	return pos, nil
 }
 
 // ParseNoArgs parses args that hold flags only.
@@ -124,7 +179,9 @@ func (fs *FlagSet) ParseNoArgs(args []string) error {
 // printUsage is the one --help style of every command.
 func (fs *FlagSet) printUsage() {
 	w := fs.Output()
-	fmt.Fprintf(w, "Usage: %s\n", fs.synopsis)
+	// A command with several forms ("plugin vet ...", "plugin test ...")
+	// lists each under the first.
+	fmt.Fprintf(w, "Usage: %s\n", strings.ReplaceAll(fs.synopsis, "\n", "\n       leasehold "))
 	if fs.about != "" {
 		fmt.Fprintf(w, "\n%s\n", fs.about)
 	}

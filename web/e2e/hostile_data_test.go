@@ -187,17 +187,17 @@ func TestE2EUndecodableRecordIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// leasehold backup names it and refuses, unless --force.
+	// leasehold backup names it and refuses, unless --keep-undecodable.
 	out := filepath.Join(t.TempDir(), "backup.db")
 	code, _, errOut := runCLI(t, "backup", "--data-dir", dir, out)
-	if code != 1 || !strings.Contains(errOut, "record "+key+" does not decode") || !strings.Contains(errOut, "--force") {
+	if code != 1 || !strings.Contains(errOut, "record "+key+" does not decode") || !strings.Contains(errOut, "--keep-undecodable") {
 		t.Errorf("backup of a damaged store = %d %s", code, errOut)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Errorf("backup wrote %s without --force (%v)", out, err)
+		t.Errorf("backup wrote %s without --keep-undecodable (%v)", out, err)
 	}
-	if code, _, errOut := runCLI(t, "backup", "--data-dir", dir, "--force", out); code != 0 || !strings.Contains(errOut, key) {
-		t.Errorf("backup --force = %d %s", code, errOut)
+	if code, _, errOut := runCLI(t, "backup", "--data-dir", dir, "--keep-undecodable", out); code != 0 || !strings.Contains(errOut, key) {
+		t.Errorf("backup --keep-undecodable = %d %s", code, errOut)
 	}
 
 	ts = startServerIn(t, dir)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -25,10 +26,11 @@ type CheckValue func(key string, value []byte) error
 // database file is copied directly (read-only); while a server holds it,
 // the copy is streamed from the server through remote with the kubeconfig
 // it wrote (or --kubeconfig). Either way the copy is one consistent
-// snapshot, checked before it replaces FILE: the file format, then every
-// record through check. A record that does not decode is named on stderr
-// and, without --force, keeps the copy from replacing FILE (a previous
-// good backup stays) and makes the exit status 1.
+// snapshot, checked before it is written to FILE: the file format, then
+// every record through check. A record that does not decode is named on
+// stderr and, without --keep-undecodable, keeps the copy from being
+// written and makes the exit status 1. An existing FILE is replaced only
+// with --force: a mistyped name must not destroy the last good backup.
 func BackupCommand(remote RemoteBackup, check CheckValue) cli.Command {
 	return cli.Command{
 		Name:     "backup",
@@ -57,7 +59,7 @@ var CompactCommand = cli.Command{
 }
 
 const (
-	backupSynopsis  = "backup [--data-dir D] [--force] FILE"
+	backupSynopsis  = "backup [--data-dir D] [--force] [--keep-undecodable] FILE"
 	restoreSynopsis = "restore [--data-dir D] FILE"
 	compactSynopsis = "compact [--data-dir D]"
 )
@@ -73,12 +75,23 @@ func dataDirFlags(synopsis, about string, stderr io.Writer) (*cli.FlagSet, *stri
 func dbPath(dir string) string { return filepath.Join(dir, "leasehold.db") }
 
 func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []string, stdout, stderr io.Writer) int {
-	fs, dir := dataDirFlags(backupSynopsis, "Writes a consistent copy of the database to FILE: from the file while no server\nruns, else through the running server. The copy is checked before it replaces FILE:\nits format, and every record, which must decode.", stderr)
+	fs, dir := dataDirFlags(backupSynopsis, `Writes a consistent copy of the database to FILE: from the file while no server
+runs, else through the running server. The copy is checked before it is
+written: its format, and every record, which must decode. An existing FILE is
+replaced only with --force; a failed backup never touches it.`, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig `file` names (default: <data-dir>/kubeconfig when the database is in use)")
-	force := fs.Bool("force", false, "write the copy even when some records do not decode (they are named on stderr either way)")
+	force := fs.Bool("force", false, "replace FILE if it exists")
+	keepUndecodable := fs.Bool("keep-undecodable", false, "write the copy even when some records do not decode (they are named on stderr either way)")
 	file, err := fs.ParseWithArg(args, "FILE")
 	if code, stop := fs.Stop(err); stop {
 		return code
+	}
+	// Checked first, so that nothing is copied for nothing, and again at
+	// the end, where a link (unlike a rename) cannot replace a file that
+	// appeared meanwhile.
+	if err := refuseExisting(file, *force); err != nil {
+		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
+		return cli.ExitFailure
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(file), ".leasehold-backup-*")
 	if err != nil {
@@ -97,11 +110,11 @@ func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []s
 	if err == nil && check != nil {
 		bad, err = undecodable(ctx, tmp.Name(), check, stderr)
 	}
-	if err == nil && len(bad) > 0 && !*force {
-		err = fmt.Errorf("%d record(s) do not decode, %s not written: delete them (DELETE with ignoreStoreReadErrorWithClusterBreakingPotential=true), or pass --force to keep them in the copy", len(bad), file)
+	if err == nil && len(bad) > 0 && !*keepUndecodable {
+		err = fmt.Errorf("%d record(s) do not decode, %s not written: delete them (DELETE with ignoreStoreReadErrorWithClusterBreakingPotential=true), or pass --keep-undecodable to keep them in the copy", len(bad), file)
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), file)
+		err = publish(tmp.Name(), file, *force)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
@@ -109,9 +122,43 @@ func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []s
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d bytes, %s)\n", file, n, via)
 	if len(bad) > 0 {
-		fmt.Fprintf(stderr, "leasehold backup: warning: the copy holds %d record(s) that do not decode (--force)\n", len(bad))
+		fmt.Fprintf(stderr, "leasehold backup: warning: the copy holds %d record(s) that do not decode (--keep-undecodable)\n", len(bad))
 	}
 	return cli.ExitOK
+}
+
+// refuseExisting fails when file exists and may not be replaced.
+func refuseExisting(file string, replace bool) error {
+	if replace {
+		return nil
+	}
+	if _, err := os.Lstat(file); err == nil {
+		return fmt.Errorf("%s exists: pass --force to replace it", file)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// publish moves the finished copy at tmp to file. With replace it renames
+// (atomic, replacing any file there). Without, it links, which fails if
+// file appeared meanwhile, and removes tmp; on a file system without hard
+// links (FAT on a USB stick) it checks once more and renames.
+func publish(tmp, file string, replace bool) error {
+	if replace {
+		return os.Rename(tmp, file)
+	}
+	err := os.Link(tmp, file)
+	switch {
+	case err == nil:
+		return os.Remove(tmp)
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%s exists: pass --force to replace it", file)
+	}
+	if err := refuseExisting(file, false); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // undecodable names on stderr, and returns, the keys of the records of

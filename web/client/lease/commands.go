@@ -33,8 +33,13 @@ var HealthcheckCommand = cli.Command{
 
 const kubeconfigSynopsis = "kubeconfig --server URL [--token-file F | --client-certificate F --client-key F]"
 
+const kubeconfigAbout = `Prints a kubeconfig (YAML, or JSON with -o json) for kubectl and client-go
+on other machines: the server's URL, the CA that verifies it, and a bearer
+token or a client certificate. The server writes one for local clients
+itself (<data-dir>/kubeconfig).`
+
 func kubeconfigCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet(kubeconfigSynopsis, "", stderr)
+	fs := cli.NewFlagSet(kubeconfigSynopsis, kubeconfigAbout, stderr)
 	var spec kubeconfig.Spec
 	var caFile, certFile, keyFile, tokenFile, output string
 	fs.StringVar(&spec.Server, "server", "", "server `URL`, e.g. https://lease-server:8443 (required)")

@@ -1,0 +1,106 @@
+package dbcmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/web/cli"
+)
+
+// TestBackupRefusesToOverwrite: an existing FILE is replaced only with
+// --force; without it the backup exits 1, names the flag, and leaves the
+// file (and its directory) as they were.
+func TestBackupRefusesToOverwrite(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	st, err := boltdb.Open(ctx, dbPath(dataDir), boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(ctx, "/registry/leases/default/a", []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var checked []string
+	check := func(key string, _ []byte) error {
+		checked = append(checked, key)
+		return nil
+	}
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := BackupCommand(nil, check).Run(ctx, append([]string{"--data-dir", dataDir}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	out := t.TempDir()
+	fresh := filepath.Join(out, "fresh.db")
+	if code, stdout, stderr := run(fresh); code != cli.ExitOK || !strings.HasPrefix(stdout, "wrote "+fresh) {
+		t.Fatalf("backup to a new file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if err := boltdb.CheckFile(ctx, fresh); err != nil || len(checked) != 1 {
+		t.Fatalf("the new backup: %v, records checked %q", err, checked)
+	}
+
+	for _, existing := range []string{fresh, filepath.Join(out, "notes.txt")} {
+		if existing != fresh {
+			if err := os.WriteFile(existing, []byte("not a backup"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before, err := os.ReadFile(existing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := run(existing)
+		if code != cli.ExitFailure || stdout != "" || stderr != "leasehold backup: "+existing+" exists: pass --force to replace it\n" {
+			t.Errorf("backup over %s: exit %d, stdout %q, stderr %q; want 1 and the remedy", existing, code, stdout, stderr)
+		}
+		if after, err := os.ReadFile(existing); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("backup without --force changed %s (%v)", existing, err)
+		}
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil || len(entries) != 2 {
+		t.Errorf("backup directory holds %d entries (%v), want fresh.db and notes.txt only: a refused backup leaves no temporary file", len(entries), err)
+	}
+
+	notes := filepath.Join(out, "notes.txt")
+	if code, stdout, stderr := run("--force", notes); code != cli.ExitOK || !strings.HasPrefix(stdout, "wrote "+notes) {
+		t.Fatalf("backup --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if err := boltdb.CheckFile(ctx, notes); err != nil {
+		t.Errorf("backup --force did not replace the file with a backup: %v", err)
+	}
+}
+
+// TestPublishWithoutReplace: the last step links instead of renaming, so a
+// FILE that appeared while the copy was made is not replaced either.
+func TestPublishWithoutReplace(t *testing.T) {
+	dir := t.TempDir()
+	tmp, file := filepath.Join(dir, ".tmp"), filepath.Join(dir, "file")
+	for _, p := range []string{tmp, file} {
+		if err := os.WriteFile(p, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := publish(tmp, file, false); err == nil || !strings.Contains(err.Error(), "pass --force") {
+		t.Errorf("publish over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != file {
+		t.Errorf("file now holds %q", b)
+	}
+	if err := publish(tmp, filepath.Join(dir, "new"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary file left after publish: %v", err)
+	}
+}
