@@ -109,6 +109,7 @@ var docsSkips = []docsSkip{
 	{command: "bench ... ", reason: `"..." stands for the arguments of the line above, not something to type`},
 	{command: "docs/bench.sh", reason: "a benchmark of 12 scenarios × N runs (minutes); the single bench run above it runs here"},
 	{command: "docs/soak.sh", reason: "a soak of ten minutes by design"},
+	{command: "--plugin-trust-keys /etc/leasehold/", reason: "a second server on the device's own trust file; web/e2e/plugin_signing_test.go runs serve with trust keys, signed and refused modules"},
 }
 
 // docsFixture is a file a command reads that the reader brings: written
