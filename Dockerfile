@@ -14,6 +14,10 @@ FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 ARG TARGETOS=linux TARGETARCH=amd64 TARGETVARIANT=""
 WORKDIR /src
 COPY go.mod go.sum ./
+# The strategy contract and Go SDK are nested modules that go.mod replaces
+# with these directories: their go.mod files are needed to download.
+COPY plugins/abi/go.mod plugins/abi/
+COPY plugins/sdk/go.mod plugins/sdk/
 RUN go mod download
 COPY . .
 # A static, CGO-free binary for the target platform (GOARM=7 from

@@ -264,6 +264,15 @@ func TestDirectDependencies(t *testing.T) {
 		if len(f) < 2 || strings.Contains(line, "// indirect") || !strings.Contains(f[0], ".") {
 			continue
 		}
+		if rel, ours := strings.CutPrefix(f[0], module+"/"); ours {
+			// Our own nested modules (plugins/abi, plugins/sdk): not third
+			// party, but they must build from this checkout, never from a
+			// published version that may lag behind.
+			if f[1] != "=>" && !strings.Contains(string(data), f[0]+" => ./"+rel+"\n") {
+				t.Errorf("go.mod requires our nested module %s without `replace %s => ./%s`", f[0], f[0], rel)
+			}
+			continue
+		}
 		direct++
 		if !allowedDirectDeps[f[0]] {
 			t.Errorf("go.mod requires %s directly; it is not on the allowlist (add it with a reason to docs/dependencies.md)", f[0])

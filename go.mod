@@ -55,6 +55,8 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
+	github.com/leasehold/leasehold/plugins/abi v0.1.0
+	github.com/leasehold/leasehold/plugins/sdk v0.1.0
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/molecule-man/go-brrr v1.0.1 // indirect
@@ -82,4 +84,12 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
+)
+
+// The strategy contract and the Go guest SDK are modules of their own, so
+// that a strategy written outside this repository needs only `go get`
+// (docs/plugins.md); here they build from the directories beside this file.
+replace (
+	github.com/leasehold/leasehold/plugins/abi => ./plugins/abi
+	github.com/leasehold/leasehold/plugins/sdk => ./plugins/sdk
 )

@@ -17,6 +17,13 @@
 // still builds and its decide function can be unit-tested natively with
 // Decide.
 //
+// The SDK is a module of its own (github.com/leasehold/leasehold/plugins/sdk,
+// requiring the abi module), so a strategy outside this repository only
+// needs `go get github.com/leasehold/leasehold/plugins/sdk@v0.x` once it is
+// tagged plugins/sdk/v0.x (tag plugins/abi/v0.x at the same commit).
+// Candidates name a strategy by the Info.Name given to Register, never by
+// the module's file name.
+//
 // Go guests work but are heavy: a ~3 MB module, ~1 s to compile (cached
 // on disk afterwards), ~5 ms to instantiate and ~9 ms per decision over
 // 100 candidates. For anything hot, write the strategy in C with
