@@ -182,7 +182,8 @@ func runDocCommands(t *testing.T, doc string) (used []string) {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
-	r := &docRunner{t: t, doc: doc, text: text, dir: dir, bin: bin, addr: addr, env: docEnv(t, binDir, addr)}
+	r := &docRunner{t: t, doc: doc, text: text, dir: dir, bin: bin, addr: addr, env: docEnv(t, binDir, addr),
+		scriptAddr: freeLoopbackAddr(t), scratch: filepath.Join(t.TempDir(), "first-strategy")}
 	defer r.stopBackground()
 
 	ran := 0
@@ -193,6 +194,16 @@ func runDocCommands(t *testing.T, doc string) (used []string) {
 				skipBlock = s.reason
 				used = append(used, "skip:"+s.block)
 			}
+		}
+		if scriptBlock.MatchString(block.text) && skipBlock == "" {
+			// A block that keeps shell variables between its lines is
+			// a script: it runs whole, in one shell.
+			r.runToEnd(fmt.Sprintf("%s:%d: (script) %s", doc, block.line, firstLine(block.text)), r.dir, r.rewrite("set -eo pipefail\n"+block.text))
+			ran++
+			if t.Failed() {
+				return used
+			}
+			continue
 		}
 		for _, c := range splitCommands(block) {
 			reason := skipBlock
@@ -287,6 +298,23 @@ type docRunner struct {
 	lastPID    int
 	// fixturesWritten lists "fixture:" and the path of each written.
 	fixturesWritten []string
+	// scriptAddr and scratch stand in for the walkthrough's second
+	// server address (127.0.0.1:18080) and its /tmp/first-strategy.
+	scriptAddr, scratch string
+}
+
+// scriptBlock matches a block that assigns a shell variable at the start
+// of a line.
+var scriptBlock = regexp.MustCompile(`(?m)^[a-z_][a-z0-9_]*=`)
+
+// rewrite points a script's fixed places at the test's own: its scratch
+// directory, free ports, and the binary the tests built (instead of
+// building it again).
+func (r *docRunner) rewrite(text string) string {
+	text = strings.ReplaceAll(text, "/tmp/first-strategy", r.scratch)
+	text = strings.ReplaceAll(text, "127.0.0.1:18080", r.scriptAddr)
+	text = strings.ReplaceAll(text, "go build -o "+r.scratch+"/leasehold .", "cp "+shellQuote(r.bin)+" "+r.scratch+"/leasehold")
+	return text
 }
 
 type docProcess struct {
@@ -310,7 +338,7 @@ func (r *docRunner) run(doc string, c docCommand) {
 	t := r.t
 	t.Helper()
 	text := commentTail.ReplaceAllString(c.text, "")
-	text = strings.ReplaceAll(text, "127.0.0.1:8080", r.addr)
+	text = strings.ReplaceAll(r.rewrite(text), "127.0.0.1:8080", r.addr)
 	// As go build, replace the file by a rename: ./leasehold may be running.
 	text = strings.ReplaceAll(text, "go build -o leasehold .", "cp "+shellQuote(r.bin)+" .leasehold.new && mv -f .leasehold.new leasehold")
 	if r.lastPID != 0 {
@@ -530,8 +558,32 @@ func docEnv(t *testing.T, binDir, addr string) []string {
 		}
 		env = append(env, name+"="+strings.TrimSpace(string(out)))
 	}
+	// The docs build Rust with plain "rustc": a rustup toolchain earlier
+	// on PATH may lack the wasm32 target that Debian's rustc (what make
+	// deps installs) has, so the one with it comes first.
+	if rustc := rustcWithWasm32(); rustc != "" {
+		if err := os.Symlink(rustc, filepath.Join(binDir, "rustc")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return append(env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir(), "LEASEHOLD_LISTEN="+addr,
 		"GOTOOLCHAIN=local")
+}
+
+// rustcWithWasm32 is the first rustc on PATH with the wasm32-unknown-unknown
+// standard library, or "".
+func rustcWithWasm32() string {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		rustc := filepath.Join(dir, "rustc")
+		out, err := exec.Command(rustc, "--print", "target-libdir", "--target", "wasm32-unknown-unknown").Output()
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(strings.TrimSpace(string(out))); err == nil && st.IsDir() {
+			return rustc
+		}
+	}
+	return ""
 }
 
 // docBlockAfter returns the first ```lang block after heading.
