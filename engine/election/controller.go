@@ -80,7 +80,10 @@ type Controller struct {
 	resyncs atomic.Uint64
 
 	leasesSynced, candsSynced atomic.Bool
-	stats                     counters
+	// strategies is where the wait for the strategy modules stands
+	// (startup.go).
+	strategies atomic.Int32
+	stats      counters
 }
 
 // New builds a controller; Run starts it.
@@ -164,6 +167,9 @@ func (c *Controller) signal() {
 // until the next deadline or event. One worker, as upstream, so that two
 // decisions on one lease never race.
 func (c *Controller) runWorker(ctx context.Context) {
+	if !c.awaitStrategies(ctx) {
+		return
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	resync := time.NewTicker(c.opts.ResyncPeriod)

@@ -25,6 +25,16 @@ const (
 	// possibly sub-optimal first grant (corrected at once through
 	// preferredHolder when the better candidate answers) for availability.
 	DefaultGrantAckWait = time.Second
+	// DefaultMissingLeaseWait is how long a missing lease waits, from when
+	// the controller first saw one of its candidates, before its first
+	// grant: a ping round in which the candidates that start together
+	// register or answer, so that the best of them gets the first grant
+	// rather than the first to register. Upstream waits its whole
+	// electionDuration (5 s) on every decision.
+	DefaultMissingLeaseWait = 300 * time.Millisecond
+	// DefaultStrategiesLoadWait bounds how long the controller waits for
+	// Options.StrategiesLoaded before it starts deciding anyway.
+	DefaultStrategiesLoadWait = 5 * time.Second
 	// DefaultGrantDuration is upstream's defaultLeaseDurationSeconds: the
 	// leaseDurationSeconds written with a grant, a "time to take over" for
 	// the new holder, which then writes its own duration.
@@ -78,8 +88,21 @@ type Options struct {
 	// manager); default DefaultUserAgent.
 	UserAgent string
 
-	PingWindow        time.Duration
-	GrantAckWait      time.Duration
+	// StrategiesLoaded, when not nil, is closed once Registry serves every
+	// strategy module it will serve at start (plugins/host's Loaded: the
+	// first scan of the plugins directory). The controller decides nothing
+	// before, so that it never judges a strategy missing whose module is
+	// still loading; after StrategiesLoadWait it starts anyway, and a lease
+	// whose strategy is still missing is decided by Fallback, audited as a
+	// fallback, until the module arrives.
+	StrategiesLoaded   <-chan struct{}
+	StrategiesLoadWait time.Duration
+
+	PingWindow   time.Duration
+	GrantAckWait time.Duration
+	// MissingLeaseWait is the ping round before the first grant of a
+	// missing lease (DefaultMissingLeaseWait); negative means none.
+	MissingLeaseWait  time.Duration
 	GrantDuration     time.Duration
 	CandidateValidity time.Duration
 	GCPeriod          time.Duration
@@ -125,6 +148,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	def(&o.PingWindow, DefaultPingWindow)
 	def(&o.GrantAckWait, DefaultGrantAckWait)
+	if o.MissingLeaseWait == 0 {
+		o.MissingLeaseWait = DefaultMissingLeaseWait
+	}
+	o.MissingLeaseWait = max(o.MissingLeaseWait, 0)
+	def(&o.StrategiesLoadWait, DefaultStrategiesLoadWait)
 	def(&o.GrantDuration, DefaultGrantDuration)
 	def(&o.CandidateValidity, DefaultCandidateValidity)
 	def(&o.GCPeriod, DefaultGCPeriod)

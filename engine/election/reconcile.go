@@ -82,7 +82,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	// Read before the lookup: a reload between the two then makes the
 	// decision count as older than its Resync, never the reverse.
 	resyncs := c.resyncs.Load()
-	s, ok := c.opts.Registry.Lookup(strategy)
+	s, ok := c.lookup(strategy)
 	if !ok {
 		m.last = nil
 		if m.incident("unknown", strategy) {
@@ -95,6 +95,12 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		return next
 	}
 	m.resolved("unknown")
+	switch {
+	case lv.exists:
+		m.missingSince = time.Time{}
+	case m.missingSince.IsZero():
+		m.missingSince = now
+	}
 	if lv.live {
 		next = earliest(next, lv.expiry)
 	} else {
@@ -182,6 +188,14 @@ func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
 	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now)
 	c.ping(ctx, a.k, p.toPing)
+	if !a.lv.exists {
+		// The first grant of a missing lease waits for a ping round from
+		// when its first candidate was seen, so that the best of the
+		// candidates starting together gets it, not the first to register.
+		if until := a.m.missingSince.Add(c.opts.MissingLeaseWait); a.now.Before(until) {
+			return until
+		}
+	}
 	switch {
 	case p.target != "":
 		a.m.resolved("nocandidate")
@@ -212,6 +226,11 @@ func (a *action) elect(ctx context.Context) time.Time {
 func (a *action) handOver(ctx context.Context) time.Time {
 	c := a.c
 	a.m.resolved("nocandidate")
+	if a.lv.unconfirmed && !a.dec.fallback {
+		if next, done := a.move(ctx); done {
+			return next
+		}
+	}
 	// A lease without strategy is renewed by a plain (uncoordinated)
 	// elector, which ignores preferredHolder and clears it on every renew:
 	// asking would only start upstream's write ping-pong.
@@ -248,6 +267,49 @@ func (a *action) handOver(ctx context.Context) time.Time {
 		a.clearPreferred(ctx, "no live candidate is better than the holder")
 	}
 	return p.retryAt
+}
+
+// move gives a grant its holder has not confirmed to a better candidate
+// at once, instead of asking the holder to step down and waiting for the
+// lease to expire: nobody leads it yet. The write is a compare-and-swap
+// on the resourceVersion the controller saw, so if the holder's
+// confirming renewal lands first the move fails with a conflict (and the
+// holder, confirmed, is asked to step down as any holder); if the move
+// lands first the holder's renewal fails and it never leads. A fallback
+// decision never moves (it never preempts either). done is false when
+// nobody better answered: then the lease is handled as any live one.
+func (a *action) move(ctx context.Context) (next time.Time, done bool) {
+	c := a.c
+	limit := len(a.dec.d.Ranking)
+	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
+		limit = i
+	}
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now)
+	c.ping(ctx, a.k, p.toPing)
+	switch {
+	case p.target != "":
+		err := c.grant(ctx, a.k, a.lv, p.target, a.strategy, a.dec, a.now)
+		if err == nil {
+			c.stats.grants.Add(1)
+			c.stats.moves.Add(1)
+			c.log.Info("Moved an unconfirmed grant", "lease", a.k.String(), "holder", p.target, "previous", a.lv.holder,
+				"trigger", a.trigger, "strategy", a.dec.strategy)
+		}
+		r := c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
+		r.Action, r.Chosen, r.Outcome = "grant", p.target, outcome(err)
+		r.Reason = "moved the grant " + a.lv.holder + " had not confirmed yet: " + r.Reason
+		if err != nil {
+			c.log.Info("Moving an unconfirmed grant failed; the holder may have confirmed it", "lease", a.k.String(),
+				"holder", a.lv.holder, "target", p.target, "err", err)
+		}
+		c.record(ctx, a.k, a.m, r)
+		return retryAfter(err, a.now), true
+	case p.blocked:
+		// A better candidate may still answer; meanwhile the holder may
+		// confirm, and then a hand-over is the way.
+		return p.waitUntil, true
+	}
+	return time.Time{}, false
 }
 
 func (a *action) clearPreferred(ctx context.Context, why string) {
