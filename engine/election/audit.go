@@ -47,6 +47,9 @@ type memo struct {
 	// missingSince is when the lease was first seen missing while it had
 	// valid candidates: its first grant waits MissingLeaseWait from then.
 	missingSince time.Time
+	// unserved maps a candidate to the reason it cannot be served that
+	// was last reported (unserved.go).
+	unserved map[string]string
 	// last is the latest strategy decision, reused while nothing it
 	// depends on changed (see reuse.go).
 	last *lastDecision

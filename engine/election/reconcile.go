@@ -34,7 +34,7 @@ func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, d
 // (zero: only on the next event). Every step is recomputed from the caches
 // plus the controller's liveness memory, so the result does not depend on
 // list order or on how often it runs.
-func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
+func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time) {
 	if !c.learnLease(ctx, k) {
 		// Not knowing whether the lease exists, decide nothing yet.
 		return c.now().Add(retryAfterWriteError)
@@ -54,9 +54,18 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		}
 	}
 	lv := viewLease(le, now)
+	why := unservedWhy{}
+	for _, e := range all {
+		if !c.valid(e, now) {
+			why[e.obj.Name] = c.invalidReason(e)
+		}
+	}
 	if len(valid) == 0 {
 		if len(all) > 0 || lv.preferred != "" {
 			c.clearStalePreferred(ctx, k, lv, nil)
+		}
+		if len(all) > 0 {
+			c.noteUnserved(ctx, k, c.memoFor(ctx, k), why, all, lv, "", now)
 		}
 		if len(all) == 0 && c.dropPlain(k) {
 			// A plain lease now: the cache stops following it, and the
@@ -67,6 +76,14 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	}
 	m := c.memoFor(ctx, k)
 	strategy, conflict := resolveStrategy(valid)
+	var (
+		dec     decision
+		trigger abi.Reason
+	)
+	defer func() {
+		// Judged after the decision's pings, on the cache as it is now.
+		again = earliest(again, c.noteUnresponsive(ctx, k, m, why, dec, valid, lv, strategy))
+	}()
 	if conflict != "" {
 		m.last = nil
 		if m.incident("conflict", conflict) {
@@ -85,6 +102,11 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	s, ok := c.lookup(strategy)
 	if !ok {
 		m.last = nil
+		for _, e := range valid {
+			if string(e.obj.Spec.Strategy) == strategy {
+				why[e.obj.Name] = "no strategy module implements its strategy " + strategy
+			}
+		}
 		if m.incident("unknown", strategy) {
 			c.stats.abstentions.Add(1)
 			c.log.Warn("Not electing: no module implements the candidates' strategy", "lease", k.String(), "strategy", strategy)
@@ -112,7 +134,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		byName[e.obj.Name] = e
 	}
 	progress := func(d *abi.Decision) error { return c.stalls(d, lv, valid, byName, now) }
-	dec, trigger := c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
+	dec, trigger = c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
 	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
 		strategy: strategy, dec: dec, trigger: trigger}
 	return earliest(next, act.run(ctx))
