@@ -79,6 +79,10 @@ type Controller struct {
 	// re-decides every lease.
 	resyncs atomic.Uint64
 
+	// beforeMove, set only by tests, runs just before the write that
+	// moves an unconfirmed grant: the point a holder's confirmation races.
+	beforeMove func()
+
 	leasesSynced, candsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
 	// (startup.go).

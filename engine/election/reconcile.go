@@ -310,6 +310,9 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "":
+		if c.beforeMove != nil {
+			c.beforeMove()
+		}
 		err := c.grant(ctx, a.k, a.lv, p.target, a.strategy, a.dec, a.now)
 		if err == nil {
 			c.stats.grants.Add(1)
