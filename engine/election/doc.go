@@ -39,7 +39,28 @@
 //     in about 5 s (upstream ~9.5 s). A vacant lease waits GrantAckWait
 //     (1 s), not the whole ping window, for better-ranked candidates.
 //   - A grant needs an ack from after the vacancy began, so a holder that
-//     just died is not re-granted on an ack from before its death.
+//     just died is not re-granted on an ack from before its death; the
+//     holder whose lease expired is waited for only a ping round
+//     (MissingLeaseWait), not GrantAckWait, before the next best that
+//     answered is granted.
+//   - The first grant of a missing lease waits a ping round
+//     (MissingLeaseWait, 300 ms) from when its first candidate was seen,
+//     so that the best of candidates starting together gets it rather
+//     than the first to register.
+//   - A grant its holder has not confirmed yet (no renewal since:
+//     AnnotationGrantedRenewTime still equals spec.renewTime) is moved to
+//     a better candidate at once, by compare-and-swap on the
+//     resourceVersion, instead of setting preferredHolder and waiting for
+//     the expiry of a lease nobody leads (upstream). Exactly one of the
+//     holder's confirming renewal and the move succeeds; client-go and
+//     leasehold run --candidate lead only after their renewal succeeded.
+//   - Nothing is decided before the strategy modules are loaded
+//     (Options.StrategiesLoaded, bounded by StrategiesLoadWait; then a
+//     lease whose module is still missing gets the fallback, audited).
+//   - A candidate that cannot be served (no renewTime, expired, ignoring
+//     pings, strategy without a module, left out of the ranking) is
+//     logged once per reason and recorded ("unserved") in the decision
+//     history; upstream ignores it silently.
 //   - A nil holder is a free lease (upstream panics); an expired lease
 //     whose best candidate is the old holder is re-granted; a stale
 //     preferredHolder is cleared (upstream stalls, kubernetes#138066);

@@ -299,3 +299,24 @@ func TestUnservedCandidateSaysWhy(t *testing.T) {
 		t.Errorf("unserved records %d -> %d after a resync", before, n)
 	}
 }
+
+// TestLapsedHolderWaitedOnlyAPingRound: when the best-ranked holder lets
+// its lease expire, the next best that answered is granted after a ping
+// round, not after GrantAckWait (a minute here, which the test would not
+// survive).
+func TestLapsedHolderWaitedOnlyAPingRound(t *testing.T) {
+	opts := fastOptions()
+	opts.PingWindow, opts.GrantAckWait, opts.UnresponsiveRetry = 2*time.Minute, time.Minute, 3*time.Minute
+	env := newEnv(t, opts)
+	best := env.join("best", "kcm", "1.29.0", "1.31.0")
+	best.elect.Store(true)
+	next := env.join("next", "kcm", "1.30.0", "1.31.0")
+	next.elect.Store(true)
+	env.run()
+	env.eventually(3*time.Second, "best leads", best.leading.Load)
+	best.stop() // dies: no renewal, no ack, no release
+	env.eventually(3*time.Second, "next leads after best's lease expired", next.leading.Load)
+	if l := env.lease("kcm"); derefI32(l.Spec.LeaseTransitions) != 1 {
+		t.Errorf("lease = %+v", l.Spec)
+	}
+}

@@ -72,8 +72,13 @@ type plan struct {
 // (all of them at once, like upstream's parallel pings, so that a
 // non-answering top candidate does not cost one round per rank); the
 // target is the first acked candidate such that every better one is
-// unresponsive or has had wait to answer.
-func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time) plan {
+// unresponsive or has had wait to answer. lapsed, if not empty, is the
+// holder whose lease just expired: it has missed renewals for a whole
+// lease duration, so it most likely died, and the election waits for its
+// ack only a ping round (MissingLeaseWait, at most wait) rather than
+// holding every other candidate back for wait; alive, it acks within
+// that round and is re-granted.
+func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, lapsed string) plan {
 	var p plan
 	for _, name := range ranking[:limit] {
 		e := cands[name]
@@ -86,18 +91,24 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 	}
 	for _, name := range ranking[:limit] {
 		e := cands[name]
+		w := wait
+		if name == lapsed {
+			w = min(wait, c.opts.MissingLeaseWait)
+		}
 		switch c.state(e, now) {
 		case stAcked:
 			p.target = name
 			return p
 		case stPending:
-			if until := e.pingAt.Add(wait); now.Before(until) {
+			if until := e.pingAt.Add(w); now.Before(until) {
 				p.blocked, p.waitUntil = true, until
 				return p
 			}
 		case stIdle:
-			p.blocked, p.waitUntil = true, now.Add(wait)
-			return p
+			if w > 0 {
+				p.blocked, p.waitUntil = true, now.Add(w)
+				return p
+			}
 		}
 	}
 	return p

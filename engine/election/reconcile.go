@@ -208,7 +208,7 @@ func (a *action) run(ctx context.Context) time.Time {
 // candidate that answered. A fallback decision may grant: nobody leads.
 func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
-	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now)
+	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, a.lv.lapsedHolder())
 	c.ping(ctx, a.k, p.toPing)
 	if !a.lv.exists {
 		// The first grant of a missing lease waits for a ping round from
@@ -265,7 +265,7 @@ func (a *action) handOver(ctx context.Context) time.Time {
 	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now)
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now, "")
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "" && p.target != a.lv.preferred:
@@ -306,7 +306,7 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now)
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now, "")
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "":

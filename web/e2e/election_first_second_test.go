@@ -127,11 +127,14 @@ func TestE2EFirstSecondClientGo(t *testing.T) {
 	if who != "m-129" {
 		t.Errorf("after m-129 joined, %s started leading; want m-129", who)
 	}
+	// m-130 stepped down: its LeaderElector.Run returned, and a component
+	// exits then (client-go's elector leads once). Its candidate goes with
+	// it, or the controller would keep granting to a candidate that acks
+	// pings but has no elector left to confirm.
+	members["m-130"].kill()
 
 	// 4. The holder dies (its network is cut: no renewal, no release): the
-	// next best leads one lease duration later. That is m-131: m-130's
-	// elector ended when it stepped down (client-go's LeaderElector.Run
-	// returns after leading once; a real component exits then).
+	// next best still running, m-131, leads one lease duration later.
 	time.Sleep(time.Second) // let m-129 renew as a settled holder, as a real one would
 	members["m-129"].kill()
 	killed := time.Now()
