@@ -67,7 +67,7 @@ type serveConfig struct {
 	ReadyFile     string
 	PluginsDir    string
 	PluginTimeout time.Duration
-	// FirstGrantWait is the election's MissingLeaseWait.
+	// FirstGrantWait is election.Options.FirstGrantWait.
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
 	ShutdownDelay  time.Duration
@@ -85,7 +85,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
-	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultMissingLeaseWait, "how long the election controller waits, once the first candidate of a missing coordinated lease appears, for the other candidates to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it (0 grants at once)")
+	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
@@ -194,7 +194,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		// (bounded by the controller's StrategiesLoadWait), so that a
 		// custom strategy is not judged missing at every start.
 		StrategiesLoaded: plugins.Loaded(),
-		MissingLeaseWait: firstGrantWait(cfg.FirstGrantWait)}
+		FirstGrantWait:   firstGrantWait(cfg.FirstGrantWait)}
 	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
 		electionOpts.Fallback = fb
 	}
@@ -292,7 +292,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 }
 
 // firstGrantWait maps --election-first-grant-wait to
-// election.Options.MissingLeaseWait, where zero means the default and a
+// election.Options.FirstGrantWait, where zero means the default and a
 // negative value none.
 func firstGrantWait(d time.Duration) time.Duration {
 	if d == 0 {

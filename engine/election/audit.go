@@ -44,9 +44,10 @@ type memo struct {
 	// "failure", "nocandidate") to the detail of the ongoing incident, so
 	// that each is logged and recorded once until it is over.
 	incidents map[string]string
-	// missingSince is when the lease was first seen missing while it had
-	// valid candidates: its first grant waits MissingLeaseWait from then.
-	missingSince time.Time
+	// candidatesSince is when the controller last began to see valid
+	// candidates of the lease (it had none before, or it just started): a
+	// grant of a vacancy older than that waits FirstGrantWait from then.
+	candidatesSince time.Time
 	// unserved maps a candidate to the reason it cannot be served that
 	// was last reported (unserved.go).
 	unserved map[string]string

@@ -41,12 +41,13 @@
 //   - A grant needs an ack from after the vacancy began, so a holder that
 //     just died is not re-granted on an ack from before its death; the
 //     holder whose lease expired is waited for only a ping round
-//     (MissingLeaseWait), not GrantAckWait, before the next best that
+//     (FirstGrantWait), not GrantAckWait, before the next best that
 //     answered is granted.
-//   - The first grant of a missing lease waits a ping round
-//     (MissingLeaseWait, 300 ms) from when its first candidate was seen,
-//     so that the best of candidates starting together gets it rather
-//     than the first to register.
+//   - The grant of a missing or vacant lease whose candidates appeared
+//     after the vacancy began waits a ping round (FirstGrantWait, 300 ms)
+//     from when the first of them was seen, so that the best of
+//     candidates starting together gets it rather than the first to
+//     register.
 //   - A grant its holder has not confirmed yet (no renewal since:
 //     AnnotationGrantedRenewTime still equals spec.renewTime) is moved to
 //     a better candidate at once, by compare-and-swap on the

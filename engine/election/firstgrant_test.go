@@ -17,7 +17,7 @@ import (
 func slowGrants() Options {
 	o := fastOptions()
 	o.GrantDuration = 30 * time.Second
-	o.MissingLeaseWait = -1
+	o.FirstGrantWait = -1
 	return o
 }
 
@@ -159,26 +159,49 @@ func TestMoveRacesConfirmation(t *testing.T) {
 	})
 }
 
-// TestMissingLeaseWaitsForPingRound: the first grant of a missing lease
-// waits MissingLeaseWait from when its first candidate was seen, so a
-// better candidate that registers meanwhile gets it; the worse one is
-// never granted.
-func TestMissingLeaseWaitsForPingRound(t *testing.T) {
-	opts := slowGrants()
-	opts.MissingLeaseWait = 2 * time.Second
-	env := newEnv(t, opts)
-	env.run()
-	seen := time.Now()
-	env.join("worse", "kcm", "1.31.0", "1.31.0")
-	env.candidateSynced("worse")
-	env.join("better", "kcm", "1.30.0", "1.31.0")
-	env.eventually(3*time.Second, "lease granted", func() bool { return env.holder("kcm") != "" })
-	if waited := time.Since(seen); waited < opts.MissingLeaseWait {
-		t.Errorf("granted %v after the first candidate appeared, before the %v window ended", waited, opts.MissingLeaseWait)
-	}
-	recs := env.settledDecisions("kcm")
-	if got := strings.Join(grantsOf(recs), " "); got != "->better" {
-		t.Errorf("grants = %s, want only ->better; decisions %+v", got, recs)
+// TestFirstGrantWaitsForPingRound: the grant of a missing lease, or of
+// one vacant before its candidates appeared, waits FirstGrantWait from
+// when the first candidate was seen, so a better candidate that registers
+// meanwhile gets it; the worse one is never granted.
+func TestFirstGrantWaitsForPingRound(t *testing.T) {
+	for _, vacancy := range []string{"missing", "expired"} {
+		t.Run(vacancy, func(t *testing.T) {
+			opts := slowGrants()
+			opts.FirstGrantWait = 2 * time.Second
+			env := newEnv(t, opts)
+			if vacancy == "expired" {
+				// Held by a holder that is gone, under a coordinated
+				// strategy, before any candidate exists.
+				gone, one := "gone", int32(1)
+				rt := metav1.NewMicroTime(time.Now())
+				st := coordinationv1.OldestEmulationVersion
+				env.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: &gone, LeaseDurationSeconds: &one, RenewTime: &rt, Strategy: &st}})
+			}
+			env.run()
+			if vacancy == "expired" {
+				env.eventually(2*time.Second, "lease expired", func() bool {
+					le := env.cachedLease("kcm")
+					return le != nil && !viewLease(le, time.Now()).live
+				})
+			}
+			seen := time.Now()
+			env.join("worse", "kcm", "1.31.0", "1.31.0")
+			env.candidateSynced("worse")
+			env.join("better", "kcm", "1.30.0", "1.31.0")
+			env.eventually(3*time.Second, "lease granted", func() bool { h := env.holder("kcm"); return h != "" && h != "gone" })
+			if waited := time.Since(seen); waited < opts.FirstGrantWait {
+				t.Errorf("granted %v after the first candidate appeared, before the %v window ended", waited, opts.FirstGrantWait)
+			}
+			recs := env.settledDecisions("kcm")
+			want := "->better"
+			if vacancy == "expired" {
+				want = "gone->better"
+			}
+			if got := strings.Join(grantsOf(recs), " "); got != want {
+				t.Errorf("grants = %s, want only %s; decisions %+v", got, want, recs)
+			}
+		})
 	}
 }
 

@@ -75,7 +75,7 @@ type plan struct {
 // unresponsive or has had wait to answer. lapsed, if not empty, is the
 // holder whose lease just expired: it has missed renewals for a whole
 // lease duration, so it most likely died, and the election waits for its
-// ack only a ping round (MissingLeaseWait, at most wait) rather than
+// ack only a ping round (FirstGrantWait, at most wait) rather than
 // holding every other candidate back for wait; alive, it acks within
 // that round and is re-granted.
 func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, lapsed string) plan {
@@ -93,7 +93,7 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 		e := cands[name]
 		w := wait
 		if name == lapsed {
-			w = min(wait, c.opts.MissingLeaseWait)
+			w = min(wait, c.opts.FirstGrantWait)
 		}
 		switch c.state(e, now) {
 		case stAcked:

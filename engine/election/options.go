@@ -25,13 +25,14 @@ const (
 	// possibly sub-optimal first grant (corrected at once through
 	// preferredHolder when the better candidate answers) for availability.
 	DefaultGrantAckWait = time.Second
-	// DefaultMissingLeaseWait is how long a missing lease waits, from when
-	// the controller first saw one of its candidates, before its first
-	// grant: a ping round in which the candidates that start together
-	// register or answer, so that the best of them gets the first grant
-	// rather than the first to register. Upstream waits its whole
+	// DefaultFirstGrantWait is how long a vacant (missing, free or
+	// expired) lease whose candidates appeared after the vacancy began
+	// waits, from when the controller saw the first of them, before its
+	// first grant: a ping round in which the candidates that start
+	// together register or answer, so that the best of them gets the
+	// grant rather than the first to register. Upstream waits its whole
 	// electionDuration (5 s) on every decision.
-	DefaultMissingLeaseWait = 300 * time.Millisecond
+	DefaultFirstGrantWait = 300 * time.Millisecond
 	// DefaultStrategiesLoadWait bounds how long the controller waits for
 	// Options.StrategiesLoaded before it starts deciding anyway.
 	DefaultStrategiesLoadWait = 5 * time.Second
@@ -100,9 +101,11 @@ type Options struct {
 
 	PingWindow   time.Duration
 	GrantAckWait time.Duration
-	// MissingLeaseWait is the ping round before the first grant of a
-	// missing lease (DefaultMissingLeaseWait); negative means none.
-	MissingLeaseWait  time.Duration
+	// FirstGrantWait is the ping round before the first grant to
+	// candidates that appeared on a vacant lease, and the most the holder
+	// of an expired lease is waited for (DefaultFirstGrantWait); negative
+	// means none.
+	FirstGrantWait    time.Duration
 	GrantDuration     time.Duration
 	CandidateValidity time.Duration
 	GCPeriod          time.Duration
@@ -148,10 +151,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	def(&o.PingWindow, DefaultPingWindow)
 	def(&o.GrantAckWait, DefaultGrantAckWait)
-	if o.MissingLeaseWait == 0 {
-		o.MissingLeaseWait = DefaultMissingLeaseWait
+	if o.FirstGrantWait == 0 {
+		o.FirstGrantWait = DefaultFirstGrantWait
 	}
-	o.MissingLeaseWait = max(o.MissingLeaseWait, 0)
+	o.FirstGrantWait = max(o.FirstGrantWait, 0)
 	def(&o.StrategiesLoadWait, DefaultStrategiesLoadWait)
 	def(&o.GrantDuration, DefaultGrantDuration)
 	def(&o.CandidateValidity, DefaultCandidateValidity)

@@ -65,7 +65,15 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 			c.clearStalePreferred(ctx, k, lv, nil)
 		}
 		if len(all) > 0 {
-			c.noteUnserved(ctx, k, c.memoFor(ctx, k), why, all, lv, "", now)
+			m := c.memoFor(ctx, k)
+			m.candidatesSince = time.Time{}
+			c.noteUnserved(ctx, k, m, why, all, lv, "", now)
+		} else {
+			c.mu.Lock()
+			if m := c.memos[k]; m != nil {
+				m.candidatesSince = time.Time{}
+			}
+			c.mu.Unlock()
 		}
 		if len(all) == 0 && c.dropPlain(k) {
 			// A plain lease now: the cache stops following it, and the
@@ -117,11 +125,8 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 		return next
 	}
 	m.resolved("unknown")
-	switch {
-	case lv.exists:
-		m.missingSince = time.Time{}
-	case m.missingSince.IsZero():
-		m.missingSince = now
+	if m.candidatesSince.IsZero() {
+		m.candidatesSince = now
 	}
 	if lv.live {
 		next = earliest(next, lv.expiry)
@@ -210,11 +215,13 @@ func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
 	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, a.lv.lapsedHolder())
 	c.ping(ctx, a.k, p.toPing)
-	if !a.lv.exists {
-		// The first grant of a missing lease waits for a ping round from
-		// when its first candidate was seen, so that the best of the
-		// candidates starting together gets it, not the first to register.
-		if until := a.m.missingSince.Add(c.opts.MissingLeaseWait); a.now.Before(until) {
+	if a.m.candidatesSince.After(a.lv.roundStart()) {
+		// The candidates appeared on a lease already vacant (or missing):
+		// the grant waits for a ping round from when the first of them was
+		// seen, so that the best of candidates starting together gets it,
+		// not the first to register. A lease that falls vacant under
+		// candidates known before goes to the best that answers at once.
+		if until := a.m.candidatesSince.Add(c.opts.FirstGrantWait); a.now.Before(until) {
 			return until
 		}
 	}

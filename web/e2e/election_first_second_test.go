@@ -243,6 +243,59 @@ func TestE2EFirstSecondRun(t *testing.T) {
 	checkAtMostOne(t, file)
 }
 
+// TestE2EFirstSecondPluginsLoaded: candidates of a strategy a module in
+// the plugins directory implements are found in storage at a restart; the
+// controller waits for the directory's first load instead of logging that
+// no module implements the strategy, and /readyz/election-controller
+// passes once it decides.
+func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
+	t.Parallel()
+	wasm, err := newestWasm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := t.TempDir()
+	installPlugin(t, plugins, "newest-binary-version.wasm", wasm)
+	ts := startServer(t, "--plugins-dir", plugins)
+	const lease = "e2e-first-second-plugins"
+	lt := &leaderTracker{leading: map[string]bool{}}
+	startMember(t, ts, lt, lease, "p-old", "1.31.0", "1.30.0", newestStrategy)
+	startMember(t, ts, lt, lease, "p-new", "1.33.0", "1.31.0", newestStrategy)
+	if who := waitLeader(t, lt, 1, 20*time.Second); who != "p-new" {
+		t.Fatalf("first leader = %s, want p-new (newest binary)", who)
+	}
+	logs := ts.Log()
+	ts.Stop(t)
+	ts2 := startServerIn(t, ts.DataDir, "--plugins-dir", plugins, "--listen", strings.TrimPrefix(ts.URL, "http://"))
+	eventually(t, 10*time.Second, "/readyz/election-controller passes", func() (bool, string) {
+		code, _, body := httpGet(t, ts2.URL+"/readyz/election-controller")
+		return code == 200, body
+	})
+	// A decision after the restart: the holder's renewals are seen, so the
+	// lease has been judged at least once by now.
+	eventually(t, 10*time.Second, "p-new holds the lease after the restart", func() (bool, string) {
+		h := leaseHolderIn(t, ts2, "kube-system", lease)
+		return h == "p-new", "holder " + h
+	})
+	logs += ts2.Log()
+	if strings.Contains(logs, "Not electing") {
+		t.Errorf("the controller decided before the plugins directory loaded:\n%s", logs)
+	}
+	if body := decisionSummary(t, ts2, "kube-system", lease); strings.Contains(body, `"action":"abstain"`) {
+		t.Errorf("abstention recorded: %s", body)
+	}
+}
+
+// leaseHolderIn is the holder of lease ns/name, "" if none.
+func leaseHolderIn(t *testing.T, ts *testServer, ns, name string) string {
+	t.Helper()
+	l, err := clientset(t, restConfig(t, ts, wireJSON)).CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return deref(l.Spec.HolderIdentity)
+}
+
 // decisionSummary is a lease's decision history as the UI serves it, for
 // failure messages.
 func decisionSummary(t *testing.T, ts *testServer, ns, lease string) string {
