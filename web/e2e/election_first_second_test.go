@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,6 +286,85 @@ func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
 	if body := decisionSummary(t, ts2, "kube-system", lease); strings.Contains(body, `"action":"abstain"`) {
 		t.Errorf("abstention recorded: %s", body)
 	}
+}
+
+// TestE2EFirstSecondMoveRace races real client-go coordinated electors'
+// confirming renewals against the controller's move of their unconfirmed
+// grant: on several leases at once, a worse candidate is granted the
+// lease, and a better one registers at a varying delay after the grant,
+// across the worse elector's retry period. Whichever write wins, nobody
+// leads twice at once, and a candidate whose grant was moved (a
+// successful "grant" recorded from it) never started leading: its
+// confirming update lost the compare-and-swap.
+func TestE2EFirstSecondMoveRace(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	observer := clientset(t, restConfig(t, ts, wireJSON)).CoordinationV1().Leases("kube-system")
+	strategy := string(coordinationv1.OldestEmulationVersion)
+	const trials = 6
+	// Candidate names are unique in the namespace, so each trial has its
+	// own pair.
+	type trial struct {
+		lease, worse, better string
+		lt                   *leaderTracker
+	}
+	results := make(chan trial, trials)
+	for i := range trials {
+		go func() {
+			tr := trial{lease: fmt.Sprintf("e2e-move-race-%d", i), worse: fmt.Sprintf("worse-%d", i), better: fmt.Sprintf("better-%d", i),
+				lt: &leaderTracker{leading: map[string]bool{}}}
+			defer func() { results <- tr }()
+			startMember(t, ts, tr.lt, tr.lease, tr.worse, "1.32.0", "1.32.0", strategy)
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				if l, err := observer.Get(context.Background(), tr.lease, metav1.GetOptions{}); err == nil && deref(l.Spec.HolderIdentity) == tr.worse {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			// Spread the race over client-go's retry period (0.5 s, with
+			// jitter up to 1.1 s): the varying delay is the experiment.
+			time.Sleep(time.Duration(i) * 150 * time.Millisecond)
+			startMember(t, ts, tr.lt, tr.lease, tr.better, "1.32.0", "1.30.0", strategy)
+		}()
+	}
+	moved, confirmed := 0, 0
+	for range trials {
+		tr := <-results
+		eventually(t, 20*time.Second, tr.lease+": better leads", func() (bool, string) {
+			return tr.lt.isLeading(tr.better), fmt.Sprintf("%v; decisions %s", tr.lt.leading, decisionSummary(t, ts, "kube-system", tr.lease))
+		})
+		starts, overlap := tr.lt.snapshot()
+		if len(overlap) > 0 {
+			t.Errorf("%s: two leaders at once: %q", tr.lease, overlap)
+		}
+		body := decisionSummary(t, ts, "kube-system", tr.lease)
+		var hist struct {
+			Items []struct{ Action, Holder, Chosen, Reason, Outcome string }
+		}
+		if err := json.Unmarshal([]byte(body), &hist); err != nil {
+			t.Fatalf("decisions of %s: %v: %s", tr.lease, err, body)
+		}
+		wasMoved := false
+		for _, r := range hist.Items {
+			if r.Action == "grant" && r.Holder == tr.worse && r.Chosen == tr.better && r.Outcome == "ok" &&
+				strings.HasPrefix(r.Reason, "moved the grant "+tr.worse+" had not confirmed") {
+				wasMoved = true
+			}
+		}
+		leadWorse := slices.Contains(starts, tr.worse)
+		switch {
+		case wasMoved && leadWorse:
+			t.Errorf("%s: the grant was moved away from worse, yet worse led: starts %q; decisions %s", tr.lease, starts, body)
+		case wasMoved:
+			moved++
+		case leadWorse:
+			confirmed++
+		default:
+			t.Errorf("%s: neither a move nor a confirmed worse leader: starts %q; decisions %s", tr.lease, starts, body)
+		}
+	}
+	t.Logf("first-second: move race: %d moved before the holder confirmed, %d confirmed first (then handed over)", moved, confirmed)
 }
 
 // leaseHolderIn is the holder of lease ns/name, "" if none.
