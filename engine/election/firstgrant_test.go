@@ -343,3 +343,31 @@ func TestLapsedHolderWaitedOnlyAPingRound(t *testing.T) {
 		t.Errorf("lease = %+v", l.Spec)
 	}
 }
+
+// TestLapsedHolderAliveGetsItBack: a best-ranked holder that let its lease
+// expire but is alive (it answers pings, as leasehold run --candidate does
+// after a server outage) answers within the ping round and is granted the
+// lease again, never the next best.
+func TestLapsedHolderAliveGetsItBack(t *testing.T) {
+	env := newEnv(t, fastOptions())
+	best := env.join("best", "kcm", "1.29.0", "1.31.0")
+	best.elect.Store(true)
+	next := env.join("next", "kcm", "1.30.0", "1.31.0")
+	next.elect.Store(true)
+	env.run()
+	env.eventually(3*time.Second, "best leads", best.leading.Load)
+	best.elect.Store(false) // stops renewing, still answers pings
+	env.eventually(3*time.Second, "the lease expired and was granted again", func() bool {
+		l := env.lease("kcm")
+		return l.Spec.AcquireTime != nil && l.Annotations[AnnotationGrantedRenewTime] != "" &&
+			derefStr(l.Spec.HolderIdentity) == "best" && env.c.stats.grants.Load() >= 2
+	})
+	best.elect.Store(true)
+	env.eventually(3*time.Second, "best leads again", best.leading.Load)
+	if next.renewedOnce.Load() != 0 {
+		t.Error("next led")
+	}
+	if got := strings.Join(grantsOf(env.settledDecisions("kcm")), " "); strings.Contains(got, "next") {
+		t.Errorf("grants = %s", got)
+	}
+}
