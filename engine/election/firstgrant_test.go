@@ -32,9 +32,8 @@ func grantsOf(recs []engine.DecisionRecord) []string {
 }
 
 // TestUnconfirmedGrantMoves: a grant its holder has not renewed yet goes
-// to a better candidate that appears at once (not at expiry, 30 s here),
-// without counting a transition; the move is recorded as a grant from
-// the unconfirmed holder.
+// to a better candidate that appears at once (not at expiry, 30 s here);
+// the move is recorded as a grant from the unconfirmed holder.
 func TestUnconfirmedGrantMoves(t *testing.T) {
 	env := newEnv(t, slowGrants())
 	env.join("worse", "kcm", "1.31.0", "1.31.0") // never confirms
@@ -49,7 +48,7 @@ func TestUnconfirmedGrantMoves(t *testing.T) {
 	better.elect.Store(true)
 	env.eventually(2*time.Second, "better leads", better.leading.Load)
 	l := env.lease("kcm")
-	if derefStr(l.Spec.HolderIdentity) != "better" || l.Spec.PreferredHolder != nil || derefI32(l.Spec.LeaseTransitions) != 0 {
+	if derefStr(l.Spec.HolderIdentity) != "better" || l.Spec.PreferredHolder != nil || derefI32(l.Spec.LeaseTransitions) != 1 {
 		t.Fatalf("lease after the move: %+v", l.Spec)
 	}
 	if l.Annotations[AnnotationGrantedRenewTime] == l.Spec.RenewTime.UTC().Format(metav1.RFC3339Micro) {

@@ -16,8 +16,9 @@ import (
 // grant its holder has not confirmed (lv.unconfirmed) to target. Unlike
 // upstream it maintains acquireTime and leaseTransitions (as client-go's
 // plain election does: +1 whenever the holder changes on an existing
-// lease; a move does not count, since the holder it replaces never led)
-// and it re-grants an expired lease to the same holder, which un-sticks a
+// lease, a move included: the grant it replaces may have re-granted the
+// lease to the holder of the term before, and a fencing token must grow
+// from that term to the next) and it re-grants an expired lease to the same holder, which un-sticks a
 // client-go elector that judged the lease expired. It marks the grant
 // unconfirmed (AnnotationGrantedRenewTime) until the holder renews.
 func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target, strategy string, dec decision, now time.Time) error {
@@ -44,7 +45,7 @@ func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target
 	case !lv.exists:
 		zero := int32(0)
 		s.LeaseTransitions = &zero
-	case prev != target && !lv.unconfirmed:
+	case prev != target:
 		n := derefI32(s.LeaseTransitions) + 1
 		s.LeaseTransitions = &n
 	}
