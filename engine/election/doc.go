@@ -40,9 +40,9 @@
 //     (1 s), not the whole ping window, for better-ranked candidates.
 //   - A grant needs an ack from after the vacancy began, so a holder that
 //     just died is not re-granted on an ack from before its death; the
-//     holder whose lease expired is waited for only a ping round
-//     (FirstGrantWait), not GrantAckWait, before the next best that
-//     answered is granted.
+//     holder whose lease expired is waited for only about as long as the
+//     fastest ack of its round took (at most FirstGrantWait), not
+//     GrantAckWait, before the next best that answered is granted.
 //   - The grant of a missing or vacant lease whose candidates appeared
 //     after the vacancy began waits a ping round (FirstGrantWait, 300 ms)
 //     from when the first of them was seen, so that the best of

@@ -53,6 +53,10 @@ func (c *Controller) valid(e *candEntry, now time.Time) bool {
 	return !e.renewAt.IsZero() && !now.After(e.renewAt.Add(c.opts.CandidateValidity))
 }
 
+// lapsedAckFloor is the least a lapsed holder's ack is awaited once
+// another candidate of its round answered (see planFor).
+const lapsedAckFloor = 50 * time.Millisecond
+
 // plan is the outcome of walking a ranking for a grant or a hand-over.
 type plan struct {
 	// target is the first acked candidate with nobody better still
@@ -74,12 +78,15 @@ type plan struct {
 // target is the first acked candidate such that every better one is
 // unresponsive or has had wait to answer. lapsed, if not empty, is the
 // holder whose lease just expired: it has missed renewals for a whole
-// lease duration, so it most likely died, and the election waits for its
-// ack only a ping round (FirstGrantWait, at most wait) rather than
-// holding every other candidate back for wait; alive, it acks within
-// that round and is re-granted.
+// lease duration, so it most likely died, and holding every other
+// candidate back for wait would only lengthen the re-election. Its ack is
+// awaited twice as long as the fastest ack of its round took (at least
+// lapsedAckFloor, at most a ping round, FirstGrantWait): alive, it answers
+// about as fast as the others and is re-granted; should it answer later,
+// the next best's grant is still unconfirmed and moves back to it.
 func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, lapsed string) plan {
 	var p plan
+	fastest := time.Duration(-1)
 	for _, name := range ranking[:limit] {
 		e := cands[name]
 		switch c.state(e, now) {
@@ -87,6 +94,10 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 			p.toPing = append(p.toPing, name)
 		case stUnresponsive:
 			p.retryAt = earliest(p.retryAt, e.pingAt.Add(c.opts.UnresponsiveRetry))
+		case stAcked:
+			if !e.pingAt.IsZero() && (fastest < 0 || e.ackAt.Sub(e.pingAt) < fastest) {
+				fastest = e.ackAt.Sub(e.pingAt)
+			}
 		}
 	}
 	for _, name := range ranking[:limit] {
@@ -94,6 +105,9 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 		w := wait
 		if name == lapsed {
 			w = min(wait, c.opts.FirstGrantWait)
+			if fastest >= 0 {
+				w = min(w, max(2*fastest, lapsedAckFloor))
+			}
 		}
 		switch c.state(e, now) {
 		case stAcked:
