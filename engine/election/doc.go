@@ -39,10 +39,12 @@
 //     in about 5 s (upstream ~9.5 s). A vacant lease waits GrantAckWait
 //     (1 s), not the whole ping window, for better-ranked candidates.
 //   - A grant needs an ack from after the vacancy began, so a holder that
-//     just died is not re-granted on an ack from before its death; the
-//     holder whose lease expired is waited for only about as long as the
-//     fastest ack of its round took (at most FirstGrantWait), not
-//     GrantAckWait, before the next best that answered is granted.
+//     just died is not re-granted on an ack from before its death. Once
+//     one candidate of the round answered, a better one is awaited about
+//     twice as long as that ack took (at most GrantAckWait): a dead
+//     holder or a dead component's leftover LeaseCandidate does not hold
+//     a vacant lease back, and a better candidate that answers late gets
+//     the still unconfirmed grant moved to it.
 //   - The grant of a missing or vacant lease whose candidates appeared
 //     after the vacancy began waits a ping round (FirstGrantWait, 300 ms)
 //     from when the first of them was seen, so that the best of

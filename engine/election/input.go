@@ -66,15 +66,6 @@ func (v leaseView) roundStart() time.Time {
 	return v.expiry
 }
 
-// lapsedHolder is the holder of an expired lease (not one released: that
-// holder left on purpose and answers pings as any candidate), or "".
-func (v leaseView) lapsedHolder() string {
-	if v.exists && !v.live && v.holder != "" {
-		return v.holder
-	}
-	return ""
-}
-
 // forRound forgets acks older than since on snapshot copies: such a
 // candidate must be pinged again. One that ignored its last ping stays
 // pending or unresponsive.

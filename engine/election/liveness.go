@@ -53,9 +53,9 @@ func (c *Controller) valid(e *candEntry, now time.Time) bool {
 	return !e.renewAt.IsZero() && !now.After(e.renewAt.Add(c.opts.CandidateValidity))
 }
 
-// lapsedAckFloor is the least a lapsed holder's ack is awaited once
-// another candidate of its round answered (see planFor).
-const lapsedAckFloor = 50 * time.Millisecond
+// quickAckFloor is the least a better candidate's ack is awaited on a
+// vacant lease once another candidate of its round answered (planFor).
+const quickAckFloor = 100 * time.Millisecond
 
 // plan is the outcome of walking a ranking for a grant or a hand-over.
 type plan struct {
@@ -76,15 +76,15 @@ type plan struct {
 // (all of them at once, like upstream's parallel pings, so that a
 // non-answering top candidate does not cost one round per rank); the
 // target is the first acked candidate such that every better one is
-// unresponsive or has had wait to answer. lapsed, if not empty, is the
-// holder whose lease just expired: it has missed renewals for a whole
-// lease duration, so it most likely died, and holding every other
-// candidate back for wait would only lengthen the re-election. Its ack is
-// awaited twice as long as the fastest ack of its round took (at least
-// lapsedAckFloor, at most a ping round, FirstGrantWait): alive, it answers
-// about as fast as the others and is re-granted; should it answer later,
-// the next best's grant is still unconfirmed and moves back to it.
-func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, lapsed string) plan {
+// unresponsive or has had wait to answer. With quick (a vacant lease,
+// where nobody leads meanwhile), once a candidate of the round answered,
+// a better one is awaited only twice as long as that fastest ack took
+// (at least quickAckFloor, at most wait): alive, it answers about as fast
+// as the others; a dead one (the holder whose lease just lapsed, a
+// component that exited and left its LeaseCandidate behind) no longer
+// holds the election back for wait. Should a better one answer later, the
+// grant is still unconfirmed and moves to it at once (action.move).
+func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, quick bool) plan {
 	var p plan
 	fastest := time.Duration(-1)
 	for _, name := range ranking[:limit] {
@@ -103,11 +103,8 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 	for _, name := range ranking[:limit] {
 		e := cands[name]
 		w := wait
-		if name == lapsed {
-			w = min(wait, c.opts.FirstGrantWait)
-			if fastest >= 0 {
-				w = min(w, max(2*fastest, lapsedAckFloor))
-			}
+		if quick && fastest >= 0 {
+			w = min(w, max(2*fastest, quickAckFloor))
 		}
 		switch c.state(e, now) {
 		case stAcked:
@@ -119,10 +116,8 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 				return p
 			}
 		case stIdle:
-			if w > 0 {
-				p.blocked, p.waitUntil = true, now.Add(w)
-				return p
-			}
+			p.blocked, p.waitUntil = true, now.Add(w)
+			return p
 		}
 	}
 	return p

@@ -213,7 +213,7 @@ func (a *action) run(ctx context.Context) time.Time {
 // candidate that answered. A fallback decision may grant: nobody leads.
 func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
-	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, a.lv.lapsedHolder())
+	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, true)
 	c.ping(ctx, a.k, p.toPing)
 	if a.m.candidatesSince.After(a.lv.roundStart()) {
 		// The candidates appeared on a lease already vacant (or missing):
@@ -272,7 +272,7 @@ func (a *action) handOver(ctx context.Context) time.Time {
 	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now, "")
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now, false)
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "" && p.target != a.lv.preferred:
@@ -313,7 +313,7 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now, "")
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now, true)
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "":
