@@ -36,8 +36,9 @@
 //     that a candidate whose clock runs ahead still acks.
 //   - Precise timers (lease expiry, ping deadline, candidate validity)
 //     instead of a 5 s requeue: with 4 s leases a dead holder is replaced
-//     in about 5 s (upstream ~9.5 s). A vacant lease waits GrantAckWait
-//     (1 s), not the whole ping window, for better-ranked candidates.
+//     in about 4-4.5 s (upstream ~9.5 s). A vacant lease waits at most
+//     GrantAckWait (1 s), not the whole ping window, for better-ranked
+//     candidates.
 //   - A grant needs an ack from after the vacancy began, so a holder that
 //     just died is not re-granted on an ack from before its death. Once
 //     one candidate of the round answered, a better one is awaited about

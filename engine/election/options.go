@@ -18,12 +18,14 @@ const (
 	// waits for its ack, and how long an ack (or any observed renewal)
 	// counts as proof of life.
 	DefaultPingWindow = 5 * time.Second
-	// DefaultGrantAckWait is how long the election of a vacant lease waits
-	// for better-ranked candidates that were pinged but have not answered,
-	// before granting to the best one that has. Upstream waits the whole
+	// DefaultGrantAckWait is the longest the election of a vacant lease
+	// waits for better-ranked candidates that were pinged but have not
+	// answered, before granting to the best one that has (once one has,
+	// about twice its ack time: see planFor). Upstream waits the whole
 	// ping window; a vacant lease means nobody leads, so we trade a
-	// possibly sub-optimal first grant (corrected at once through
-	// preferredHolder when the better candidate answers) for availability.
+	// possibly sub-optimal first grant (corrected at once by moving the
+	// unconfirmed grant, or through preferredHolder, when the better
+	// candidate answers) for availability.
 	DefaultGrantAckWait = time.Second
 	// DefaultFirstGrantWait is how long a vacant (missing, free or
 	// expired) lease whose candidates appeared after the vacancy began
