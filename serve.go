@@ -76,8 +76,10 @@ type serveConfig struct {
 	ReadyFile     string
 	PluginsDir    string
 	PluginTimeout time.Duration
-	MaxBodyBytes  int
-	ShutdownDelay time.Duration
+	// FirstGrantWait is election.Options.FirstGrantWait.
+	FirstGrantWait time.Duration
+	MaxBodyBytes   int
+	ShutdownDelay  time.Duration
 
 	// PluginTrustKeys are the files of public keys whose signatures make
 	// a plugins-directory module loadable (empty: no verification).
@@ -97,6 +99,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
+	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
@@ -129,6 +132,9 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	if cfg.PluginTimeout <= 0 {
 		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
+	}
+	if cfg.FirstGrantWait < 0 {
+		return cfg, fmt.Errorf("invalid --election-first-grant-wait %s: must not be negative", cfg.FirstGrantWait)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
@@ -207,7 +213,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
-		DecideTimeout: cfg.PluginTimeout}
+		DecideTimeout: cfg.PluginTimeout,
+		// Decide only once the plugins directory's modules are loaded
+		// (bounded by the controller's StrategiesLoadWait), so that a
+		// custom strategy is not judged missing at every start.
+		StrategiesLoaded: plugins.Loaded(),
+		FirstGrantWait:   firstGrantWait(cfg.FirstGrantWait)}
 	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
 		electionOpts.Fallback = fb
 	}
@@ -302,6 +313,16 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	stopBackground()
 	logger.Info("Stopped serving")
 	return nil
+}
+
+// firstGrantWait maps --election-first-grant-wait to
+// election.Options.FirstGrantWait, where zero means the default and a
+// negative value none.
+func firstGrantWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // allPass is a readiness check that passes when every check does.
@@ -436,8 +457,8 @@ func (o *serveOps) configure(opts *web.Options, cfg serveConfig, sec *security.S
 		}},
 		{Name: "plugins", Check: plugins.Ready},
 		{Name: "election-controller", Check: func() error {
-			if c := ctrl.Load(); c != nil && !c.Synced() {
-				return errors.New("election controller has not synced yet")
+			if c := ctrl.Load(); c != nil {
+				return c.Deciding()
 			}
 			return nil
 		}},

@@ -21,6 +21,15 @@ const (
 	// AnnotationFallbackFrom, present only after a fallback, names the
 	// lease's strategy that failed.
 	AnnotationFallbackFrom = "leasehold.dev/election-fallback-from"
+	// AnnotationGrantedRenewTime is the spec.renewTime the grant wrote
+	// (RFC 3339, microseconds). While spec.renewTime still equals it, the
+	// holder has not confirmed the grant: client-go's coordinated elector
+	// and leasehold run --candidate start leading only after their own
+	// renewal succeeded, and every renewal writes a new renewTime. Such a
+	// grant may be moved to a better candidate at once (compare-and-swap
+	// on the resourceVersion, so a confirmation and a move never both
+	// succeed). Kept on the lease, the mark survives a controller restart.
+	AnnotationGrantedRenewTime = "leasehold.dev/granted-renew-time"
 )
 
 // maxAnnotationReason bounds the reason annotation.
@@ -35,6 +44,13 @@ type memo struct {
 	// "failure", "nocandidate") to the detail of the ongoing incident, so
 	// that each is logged and recorded once until it is over.
 	incidents map[string]string
+	// candidatesSince is when the controller last began to see valid
+	// candidates of the lease (it had none before, or it just started): a
+	// grant of a vacancy older than that waits FirstGrantWait from then.
+	candidatesSince time.Time
+	// unserved maps a candidate to the reason it cannot be served that
+	// was last reported (unserved.go).
+	unserved map[string]string
 	// last is the latest strategy decision, reused while nothing it
 	// depends on changed (see reuse.go).
 	last *lastDecision

@@ -79,8 +79,15 @@ type Controller struct {
 	// re-decides every lease.
 	resyncs atomic.Uint64
 
+	// beforeMove, set only by tests, runs just before the write that
+	// moves an unconfirmed grant: the point a holder's confirmation races.
+	beforeMove func()
+
 	leasesSynced, candsSynced atomic.Bool
-	stats                     counters
+	// strategies is where the wait for the strategy modules stands
+	// (startup.go).
+	strategies atomic.Int32
+	stats      counters
 }
 
 // New builds a controller; Run starts it.
@@ -164,6 +171,9 @@ func (c *Controller) signal() {
 // until the next deadline or event. One worker, as upstream, so that two
 // decisions on one lease never race.
 func (c *Controller) runWorker(ctx context.Context) {
+	if !c.awaitStrategies(ctx) {
+		return
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	resync := time.NewTicker(c.opts.ResyncPeriod)

@@ -36,10 +36,35 @@
 //     that a candidate whose clock runs ahead still acks.
 //   - Precise timers (lease expiry, ping deadline, candidate validity)
 //     instead of a 5 s requeue: with 4 s leases a dead holder is replaced
-//     in about 5 s (upstream ~9.5 s). A vacant lease waits GrantAckWait
-//     (1 s), not the whole ping window, for better-ranked candidates.
+//     in about 4-4.5 s (upstream ~9.5 s). A vacant lease waits at most
+//     GrantAckWait (1 s), not the whole ping window, for better-ranked
+//     candidates.
 //   - A grant needs an ack from after the vacancy began, so a holder that
-//     just died is not re-granted on an ack from before its death.
+//     just died is not re-granted on an ack from before its death. Once
+//     one candidate of the round answered, a better one is awaited about
+//     twice as long as that ack took (at most GrantAckWait): a dead
+//     holder or a dead component's leftover LeaseCandidate does not hold
+//     a vacant lease back, and a better candidate that answers late gets
+//     the still unconfirmed grant moved to it.
+//   - The grant of a missing or vacant lease whose candidates appeared
+//     after the vacancy began waits a ping round (FirstGrantWait, 300 ms)
+//     from when the first of them was seen, so that the best of
+//     candidates starting together gets it rather than the first to
+//     register.
+//   - A grant its holder has not confirmed yet (no renewal since:
+//     AnnotationGrantedRenewTime still equals spec.renewTime) is moved to
+//     a better candidate at once, by compare-and-swap on the
+//     resourceVersion, instead of setting preferredHolder and waiting for
+//     the expiry of a lease nobody leads (upstream). Exactly one of the
+//     holder's confirming renewal and the move succeeds; client-go and
+//     leasehold run --candidate lead only after their renewal succeeded.
+//   - Nothing is decided before the strategy modules are loaded
+//     (Options.StrategiesLoaded, bounded by StrategiesLoadWait; then a
+//     lease whose module is still missing gets the fallback, audited).
+//   - A candidate that cannot be served (no renewTime, expired, ignoring
+//     pings, strategy without a module, left out of the ranking) is
+//     logged once per reason and recorded ("unserved") in the decision
+//     history; upstream ignores it silently.
 //   - A nil holder is a free lease (upstream panics); an expired lease
 //     whose best candidate is the old holder is re-granted; a stale
 //     preferredHolder is cleared (upstream stalls, kubernetes#138066);

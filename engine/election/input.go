@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/plugins/abi"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // leaseView is the lease as the controller judges it.
@@ -21,6 +22,9 @@ type leaseView struct {
 	expiry time.Time
 	// renewSeen is when the controller saw the holder last renew.
 	renewSeen time.Time
+	// unconfirmed: live, but its holder has not renewed since the grant
+	// (AnnotationGrantedRenewTime), so it does not lead yet.
+	unconfirmed bool
 }
 
 func viewLease(le *leaseEntry, now time.Time) leaseView {
@@ -36,6 +40,10 @@ func viewLease(le *leaseEntry, now time.Time) leaseView {
 	if v.holder != "" && s.RenewTime != nil && s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds > 0 {
 		v.expiry = le.renewSeen.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)
 		v.live = now.Before(v.expiry)
+	}
+	if v.live {
+		g, ok := le.obj.Annotations[AnnotationGrantedRenewTime]
+		v.unconfirmed = ok && g == microRFC3339(s.RenewTime.Time)
 	}
 	if v.holder != "" && v.expiry.IsZero() {
 		// Held without renewTime or duration: expired since first seen.
@@ -88,6 +96,9 @@ func (v leaseView) trigger() abi.Reason {
 	}
 	return abi.ReasonCandidateChanged
 }
+
+// microRFC3339 renders t as renewTime is rendered on the wire.
+func microRFC3339(t time.Time) string { return t.UTC().Format(metav1.RFC3339Micro) }
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {

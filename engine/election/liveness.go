@@ -53,6 +53,10 @@ func (c *Controller) valid(e *candEntry, now time.Time) bool {
 	return !e.renewAt.IsZero() && !now.After(e.renewAt.Add(c.opts.CandidateValidity))
 }
 
+// quickAckFloor is the least a better candidate's ack is awaited on a
+// vacant lease once another candidate of its round answered (planFor).
+const quickAckFloor = 100 * time.Millisecond
+
 // plan is the outcome of walking a ranking for a grant or a hand-over.
 type plan struct {
 	// target is the first acked candidate with nobody better still
@@ -72,9 +76,17 @@ type plan struct {
 // (all of them at once, like upstream's parallel pings, so that a
 // non-answering top candidate does not cost one round per rank); the
 // target is the first acked candidate such that every better one is
-// unresponsive or has had wait to answer.
-func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time) plan {
+// unresponsive or has had wait to answer. With quick (a vacant lease,
+// where nobody leads meanwhile), once a candidate of the round answered,
+// a better one is awaited only twice as long as that fastest ack took
+// (at least quickAckFloor, at most wait): alive, it answers about as fast
+// as the others; a dead one (the holder whose lease just lapsed, a
+// component that exited and left its LeaseCandidate behind) no longer
+// holds the election back for wait. Should a better one answer later, the
+// grant is still unconfirmed and moves to it at once (action.move).
+func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limit int, wait time.Duration, now time.Time, quick bool) plan {
 	var p plan
+	fastest := time.Duration(-1)
 	for _, name := range ranking[:limit] {
 		e := cands[name]
 		switch c.state(e, now) {
@@ -82,21 +94,29 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 			p.toPing = append(p.toPing, name)
 		case stUnresponsive:
 			p.retryAt = earliest(p.retryAt, e.pingAt.Add(c.opts.UnresponsiveRetry))
+		case stAcked:
+			if !e.pingAt.IsZero() && (fastest < 0 || e.ackAt.Sub(e.pingAt) < fastest) {
+				fastest = e.ackAt.Sub(e.pingAt)
+			}
 		}
 	}
 	for _, name := range ranking[:limit] {
 		e := cands[name]
+		w := wait
+		if quick && fastest >= 0 {
+			w = min(w, max(2*fastest, quickAckFloor))
+		}
 		switch c.state(e, now) {
 		case stAcked:
 			p.target = name
 			return p
 		case stPending:
-			if until := e.pingAt.Add(wait); now.Before(until) {
+			if until := e.pingAt.Add(w); now.Before(until) {
 				p.blocked, p.waitUntil = true, until
 				return p
 			}
 		case stIdle:
-			p.blocked, p.waitUntil = true, now.Add(wait)
+			p.blocked, p.waitUntil = true, now.Add(w)
 			return p
 		}
 	}

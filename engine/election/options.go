@@ -18,13 +18,26 @@ const (
 	// waits for its ack, and how long an ack (or any observed renewal)
 	// counts as proof of life.
 	DefaultPingWindow = 5 * time.Second
-	// DefaultGrantAckWait is how long the election of a vacant lease waits
-	// for better-ranked candidates that were pinged but have not answered,
-	// before granting to the best one that has. Upstream waits the whole
+	// DefaultGrantAckWait is the longest the election of a vacant lease
+	// waits for better-ranked candidates that were pinged but have not
+	// answered, before granting to the best one that has (once one has,
+	// about twice its ack time: see planFor). Upstream waits the whole
 	// ping window; a vacant lease means nobody leads, so we trade a
-	// possibly sub-optimal first grant (corrected at once through
-	// preferredHolder when the better candidate answers) for availability.
+	// possibly sub-optimal first grant (corrected at once by moving the
+	// unconfirmed grant, or through preferredHolder, when the better
+	// candidate answers) for availability.
 	DefaultGrantAckWait = time.Second
+	// DefaultFirstGrantWait is how long a vacant (missing, free or
+	// expired) lease whose candidates appeared after the vacancy began
+	// waits, from when the controller saw the first of them, before its
+	// first grant: a ping round in which the candidates that start
+	// together register or answer, so that the best of them gets the
+	// grant rather than the first to register. Upstream waits its whole
+	// electionDuration (5 s) on every decision.
+	DefaultFirstGrantWait = 300 * time.Millisecond
+	// DefaultStrategiesLoadWait bounds how long the controller waits for
+	// Options.StrategiesLoaded before it starts deciding anyway.
+	DefaultStrategiesLoadWait = 5 * time.Second
 	// DefaultGrantDuration is upstream's defaultLeaseDurationSeconds: the
 	// leaseDurationSeconds written with a grant, a "time to take over" for
 	// the new holder, which then writes its own duration.
@@ -78,8 +91,23 @@ type Options struct {
 	// manager); default DefaultUserAgent.
 	UserAgent string
 
-	PingWindow        time.Duration
-	GrantAckWait      time.Duration
+	// StrategiesLoaded, when not nil, is closed once Registry serves every
+	// strategy module it will serve at start (plugins/host's Loaded: the
+	// first scan of the plugins directory). The controller decides nothing
+	// before, so that it never judges a strategy missing whose module is
+	// still loading; after StrategiesLoadWait it starts anyway, and a lease
+	// whose strategy is still missing is decided by Fallback, audited as a
+	// fallback, until the module arrives.
+	StrategiesLoaded   <-chan struct{}
+	StrategiesLoadWait time.Duration
+
+	PingWindow   time.Duration
+	GrantAckWait time.Duration
+	// FirstGrantWait is the ping round before the first grant to
+	// candidates that appeared on a vacant lease, and the most the holder
+	// of an expired lease is waited for (DefaultFirstGrantWait); negative
+	// means none.
+	FirstGrantWait    time.Duration
 	GrantDuration     time.Duration
 	CandidateValidity time.Duration
 	GCPeriod          time.Duration
@@ -125,6 +153,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	def(&o.PingWindow, DefaultPingWindow)
 	def(&o.GrantAckWait, DefaultGrantAckWait)
+	if o.FirstGrantWait == 0 {
+		o.FirstGrantWait = DefaultFirstGrantWait
+	}
+	o.FirstGrantWait = max(o.FirstGrantWait, 0)
+	def(&o.StrategiesLoadWait, DefaultStrategiesLoadWait)
 	def(&o.GrantDuration, DefaultGrantDuration)
 	def(&o.CandidateValidity, DefaultCandidateValidity)
 	def(&o.GCPeriod, DefaultGCPeriod)

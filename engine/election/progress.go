@@ -42,7 +42,7 @@ func (c *Controller) stalls(d *abi.Decision, lv leaseView, valid []*candEntry, b
 		return nil
 	}
 	if d.Action == abi.ActionPrefer {
-		p := c.planFor(d.Ranking, byName, len(d.Ranking), c.opts.GrantAckWait, now)
+		p := c.planFor(d.Ranking, byName, len(d.Ranking), c.opts.GrantAckWait, now, false)
 		if p.target != "" || p.blocked {
 			return nil
 		}

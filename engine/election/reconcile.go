@@ -34,7 +34,7 @@ func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, d
 // (zero: only on the next event). Every step is recomputed from the caches
 // plus the controller's liveness memory, so the result does not depend on
 // list order or on how often it runs.
-func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
+func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time) {
 	if !c.learnLease(ctx, k) {
 		// Not knowing whether the lease exists, decide nothing yet.
 		return c.now().Add(retryAfterWriteError)
@@ -54,9 +54,26 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		}
 	}
 	lv := viewLease(le, now)
+	why := unservedWhy{}
+	for _, e := range all {
+		if !c.valid(e, now) {
+			why[e.obj.Name] = c.invalidReason(e)
+		}
+	}
 	if len(valid) == 0 {
 		if len(all) > 0 || lv.preferred != "" {
 			c.clearStalePreferred(ctx, k, lv, nil)
+		}
+		if len(all) > 0 {
+			m := c.memoFor(ctx, k)
+			m.candidatesSince = time.Time{}
+			c.noteUnserved(ctx, k, m, why, all, lv, "", now)
+		} else {
+			c.mu.Lock()
+			if m := c.memos[k]; m != nil {
+				m.candidatesSince = time.Time{}
+			}
+			c.mu.Unlock()
 		}
 		if len(all) == 0 && c.dropPlain(k) {
 			// A plain lease now: the cache stops following it, and the
@@ -67,6 +84,14 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	}
 	m := c.memoFor(ctx, k)
 	strategy, conflict := resolveStrategy(valid)
+	var (
+		dec     decision
+		trigger abi.Reason
+	)
+	defer func() {
+		// Judged after the decision's pings, on the cache as it is now.
+		again = earliest(again, c.noteUnresponsive(ctx, k, m, why, dec, valid, lv, strategy))
+	}()
 	if conflict != "" {
 		m.last = nil
 		if m.incident("conflict", conflict) {
@@ -82,9 +107,14 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 	// Read before the lookup: a reload between the two then makes the
 	// decision count as older than its Resync, never the reverse.
 	resyncs := c.resyncs.Load()
-	s, ok := c.opts.Registry.Lookup(strategy)
+	s, ok := c.lookup(strategy)
 	if !ok {
 		m.last = nil
+		for _, e := range valid {
+			if string(e.obj.Spec.Strategy) == strategy {
+				why[e.obj.Name] = "no strategy module implements its strategy " + strategy
+			}
+		}
 		if m.incident("unknown", strategy) {
 			c.stats.abstentions.Add(1)
 			c.log.Warn("Not electing: no module implements the candidates' strategy", "lease", k.String(), "strategy", strategy)
@@ -95,6 +125,9 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		return next
 	}
 	m.resolved("unknown")
+	if m.candidatesSince.IsZero() {
+		m.candidatesSince = now
+	}
 	if lv.live {
 		next = earliest(next, lv.expiry)
 	} else {
@@ -106,7 +139,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) time.Time {
 		byName[e.obj.Name] = e
 	}
 	progress := func(d *abi.Decision) error { return c.stalls(d, lv, valid, byName, now) }
-	dec, trigger := c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
+	dec, trigger = c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
 	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
 		strategy: strategy, dec: dec, trigger: trigger}
 	return earliest(next, act.run(ctx))
@@ -180,8 +213,18 @@ func (a *action) run(ctx context.Context) time.Time {
 // candidate that answered. A fallback decision may grant: nobody leads.
 func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
-	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now)
+	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, true)
 	c.ping(ctx, a.k, p.toPing)
+	if a.m.candidatesSince.After(a.lv.roundStart()) {
+		// The candidates appeared on a lease already vacant (or missing):
+		// the grant waits for a ping round from when the first of them was
+		// seen, so that the best of candidates starting together gets it,
+		// not the first to register. A lease that falls vacant under
+		// candidates known before goes to the best that answers at once.
+		if until := a.m.candidatesSince.Add(c.opts.FirstGrantWait); a.now.Before(until) {
+			return until
+		}
+	}
 	switch {
 	case p.target != "":
 		a.m.resolved("nocandidate")
@@ -212,6 +255,11 @@ func (a *action) elect(ctx context.Context) time.Time {
 func (a *action) handOver(ctx context.Context) time.Time {
 	c := a.c
 	a.m.resolved("nocandidate")
+	if a.lv.unconfirmed && !a.dec.fallback {
+		if next, done := a.move(ctx); done {
+			return next
+		}
+	}
 	// A lease without strategy is renewed by a plain (uncoordinated)
 	// elector, which ignores preferredHolder and clears it on every renew:
 	// asking would only start upstream's write ping-pong.
@@ -224,7 +272,7 @@ func (a *action) handOver(ctx context.Context) time.Time {
 	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now)
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now, false)
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "" && p.target != a.lv.preferred:
@@ -248,6 +296,52 @@ func (a *action) handOver(ctx context.Context) time.Time {
 		a.clearPreferred(ctx, "no live candidate is better than the holder")
 	}
 	return p.retryAt
+}
+
+// move gives a grant its holder has not confirmed to a better candidate
+// at once, instead of asking the holder to step down and waiting for the
+// lease to expire: nobody leads it yet. The write is a compare-and-swap
+// on the resourceVersion the controller saw, so if the holder's
+// confirming renewal lands first the move fails with a conflict (and the
+// holder, confirmed, is asked to step down as any holder); if the move
+// lands first the holder's renewal fails and it never leads. A fallback
+// decision never moves (it never preempts either). done is false when
+// nobody better answered: then the lease is handled as any live one.
+func (a *action) move(ctx context.Context) (next time.Time, done bool) {
+	c := a.c
+	limit := len(a.dec.d.Ranking)
+	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
+		limit = i
+	}
+	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now, true)
+	c.ping(ctx, a.k, p.toPing)
+	switch {
+	case p.target != "":
+		if c.beforeMove != nil {
+			c.beforeMove()
+		}
+		err := c.grant(ctx, a.k, a.lv, p.target, a.strategy, a.dec, a.now)
+		if err == nil {
+			c.stats.grants.Add(1)
+			c.stats.moves.Add(1)
+			c.log.Info("Moved an unconfirmed grant", "lease", a.k.String(), "holder", p.target, "previous", a.lv.holder,
+				"trigger", a.trigger, "strategy", a.dec.strategy)
+		}
+		r := c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
+		r.Action, r.Chosen, r.Outcome = "grant", p.target, outcome(err)
+		r.Reason = "moved the grant " + a.lv.holder + " had not confirmed yet: " + r.Reason
+		if err != nil {
+			c.log.Info("Moving an unconfirmed grant failed; the holder may have confirmed it", "lease", a.k.String(),
+				"holder", a.lv.holder, "target", p.target, "err", err)
+		}
+		c.record(ctx, a.k, a.m, r)
+		return retryAfter(err, a.now), true
+	case p.blocked:
+		// A better candidate may still answer; meanwhile the holder may
+		// confirm, and then a hand-over is the way.
+		return p.waitUntil, true
+	}
+	return time.Time{}, false
 }
 
 func (a *action) clearPreferred(ctx context.Context, why string) {

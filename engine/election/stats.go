@@ -44,6 +44,9 @@ type counters struct {
 	// backedOff counts strategy calls skipped because the module was
 	// within its failure backoff.
 	backedOff atomic.Uint64
+	// moves counts grants moved before their holder confirmed them
+	// (counted in grants too).
+	moves atomic.Uint64
 	// stalls counts well-formed decisions that failed the progress check
 	// (progress.go); they count in strategyErrors too.
 	stalls atomic.Uint64

@@ -12,11 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// grant gives a free, expired or missing lease to target. Unlike upstream
-// it maintains acquireTime and leaseTransitions (as client-go's plain
-// election does: +1 whenever the holder changes on an existing lease) and
-// it re-grants an expired lease to the same holder, which un-sticks a
-// client-go elector that judged the lease expired.
+// grant gives a free, expired or missing lease to target, or moves a
+// grant its holder has not confirmed (lv.unconfirmed) to target. Unlike
+// upstream it maintains acquireTime and leaseTransitions (as client-go's
+// plain election does: +1 whenever the holder changes on an existing
+// lease, a move included: the grant it replaces may have re-granted the
+// lease to the holder of the term before, and a fencing token must grow
+// from that term to the next) and it re-grants an expired lease to the same holder, which un-sticks a
+// client-go elector that judged the lease expired. It marks the grant
+// unconfirmed (AnnotationGrantedRenewTime) until the holder renews.
 func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target, strategy string, dec decision, now time.Time) error {
 	var l *coordinationv1.Lease
 	if lv.exists {
@@ -24,7 +28,9 @@ func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target
 	} else {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: k.name}}
 	}
-	t := metav1.NewMicroTime(now)
+	// Microseconds, as stored and served: the mark compares equal to
+	// what the holder reads back.
+	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
 	dur := c.opts.grantSeconds()
 	s := &l.Spec
 	prev := derefStr(s.HolderIdentity)
@@ -52,6 +58,7 @@ func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target
 	l.Annotations[AnnotationStrategy] = dec.strategy
 	l.Annotations[AnnotationModule] = moduleString(dec.module)
 	l.Annotations[AnnotationReason] = truncate(dec.d.Reason, maxAnnotationReason)
+	l.Annotations[AnnotationGrantedRenewTime] = microRFC3339(t.Time)
 	if dec.fallback {
 		l.Annotations[AnnotationFallbackFrom] = strategy
 	} else {

@@ -26,6 +26,11 @@ type Host struct {
 
 	active atomic.Pointer[map[string]*module]
 
+	// loaded is closed when the first scan of Options.Dir is over (at once
+	// without a directory); loadedOnce guards the close.
+	loaded     chan struct{}
+	loadedOnce sync.Once
+
 	mu       sync.Mutex // serialises scans and Close; guards the fields below
 	builtins map[string]*module
 	files    map[string]*fileState
@@ -64,7 +69,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{r: r, opts: opts, log: opts.Logger.With("component", "plugins"),
-		builtins: map[string]*module{}, files: map[string]*fileState{}}
+		builtins: map[string]*module{}, files: map[string]*fileState{}, loaded: make(chan struct{})}
 	for _, b := range builtin.Modules() {
 		m, _, err := r.load(ctx, b.Wasm, "builtin:"+b.File, true, h.log)
 		if err != nil {
@@ -80,8 +85,20 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 	}
 	h.publish()
+	if opts.Dir == "" {
+		h.markLoaded()
+	}
 	return h, nil
 }
+
+// Loaded is closed once the first scan of Options.Dir is over, whatever
+// it found (at once when there is no directory): from then on Lookup
+// answers for every module the directory held at start. The election
+// controller waits for it, so that it does not judge a strategy missing
+// whose module is still being compiled.
+func (h *Host) Loaded() <-chan struct{} { return h.loaded }
+
+func (h *Host) markLoaded() { h.loadedOnce.Do(func() { close(h.loaded) }) }
 
 // Lookup returns the module currently serving name.
 func (h *Host) Lookup(name string) (abi.Strategy, bool) {

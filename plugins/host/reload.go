@@ -45,6 +45,9 @@ func (h *Host) Run(ctx context.Context) error {
 func (h *Host) Scan(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Even a failed first scan ends the wait for it: its error is logged,
+	// and waiting longer would not make the directory readable.
+	defer h.markLoaded()
 	if h.closed || h.opts.Dir == "" {
 		return
 	}
