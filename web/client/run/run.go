@@ -124,7 +124,8 @@ func (r *runner) run(ctx context.Context) int {
 }
 
 // campaign tries to acquire the lease every retry period (jittered by up
-// to 20 %, as client-go's JitterUntil) until it succeeds (true) or a
+// to 20 %, as client-go's JitterUntil), and at once when a watch of the
+// lease shows it granted to us or released, until it succeeds (true) or a
 // shutdown is requested (false).
 func (r *runner) campaign(ctx context.Context) bool {
 	mode := "campaigning"
@@ -132,6 +133,10 @@ func (r *runner) campaign(ctx context.Context) bool {
 		mode = "waiting for the election controller"
 	}
 	r.log.Info("Standing by for the lease", "mode", mode)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wake := make(chan struct{}, 1)
+	go r.watchForTurn(wctx, wake)
 	var lastErr string
 	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RenewDeadline)
@@ -166,6 +171,9 @@ func (r *runner) campaign(ctx context.Context) bool {
 					return false
 				}
 			case <-timer.C:
+				break waiting
+			case <-wake:
+				timer.Stop()
 				break waiting
 			}
 		}
