@@ -16,7 +16,7 @@
 //
 // Routes, all answered by Handler.Serve:
 //
-//	GET /                   browsers (Accept: text/html) are redirected to /ui/
+//	GET /                   redirected to /ui/ (the address people type)
 //	GET /ui/                index.html (never cached)
 //	GET /ui/a/<hash>/<file> static assets; the hash covers every asset, so
 //	                        they are cached for a year and a new build

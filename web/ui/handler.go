@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,13 +85,16 @@ func secure(rc *fasthttp.RequestCtx) {
 }
 
 // Serve answers rc if it is a UI request and reports whether it did: any
-// path under /ui, and GET / from a browser. Everything else, including /
-// for API clients, is left to the caller.
+// path under /ui, and GET or HEAD of /. Everything else is left to the
+// caller.
 func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 	p := string(rc.Path())
 	switch {
 	case p == "/":
-		if !(rc.IsGet() || rc.IsHead()) || !wantsHTML(rc.Request.Header.Peek("Accept")) {
+		// Every GET of / goes to the UI: it is the address people type,
+		// and API clients never ask for / (they start at /api, /apis or
+		// /version).
+		if !(rc.IsGet() || rc.IsHead()) {
 			return false
 		}
 		secure(rc)
@@ -135,19 +137,13 @@ func Public(rc *fasthttp.RequestCtx) bool {
 	p := string(rc.Path())
 	switch {
 	case p == "/":
-		return (rc.IsGet() || rc.IsHead()) && wantsHTML(rc.Request.Header.Peek("Accept"))
+		return rc.IsGet() || rc.IsHead()
 	case p == "/ui":
 		return true
 	case strings.HasPrefix(p, "/ui/"):
 		return !strings.HasPrefix(p, "/ui/api/")
 	}
 	return false
-}
-
-// wantsHTML reports whether an Accept header names text/html, which
-// browsers send on navigation and API clients never do.
-func wantsHTML(accept []byte) bool {
-	return bytes.Contains(bytes.ToLower(accept), []byte("text/html"))
 }
 
 func plain(rc *fasthttp.RequestCtx, code int, msg string) {

@@ -36,16 +36,13 @@ func newHandler(t *testing.T, src ui.Sources) *ui.Handler {
 	return h
 }
 
-func TestRootRedirectsOnlyBrowsers(t *testing.T) {
+func TestRootRedirectsToUI(t *testing.T) {
 	h := newHandler(t, ui.Sources{})
-	resp, served := get(t, h, "GET", "/", "Accept: text/html,application/xhtml+xml,*/*;q=0.8")
-	if !served || resp.StatusCode() != 302 || string(resp.Header.Peek("Location")) != "/ui/" {
-		t.Errorf("browser GET /: served=%v %d %q", served, resp.StatusCode(), resp.Header.Peek("Location"))
-	}
-	// API clients keep kube-apiserver's behaviour (the caller answers).
-	for _, accept := range []string{"application/json", "*/*", ""} {
-		if _, served := get(t, h, "GET", "/", "Accept: "+accept); served {
-			t.Errorf("GET / with Accept %q was taken by the UI", accept)
+	// Browsers, curl and anything else that asks for / land on the UI.
+	for _, accept := range []string{"text/html,application/xhtml+xml,*/*;q=0.8", "application/json", "*/*", ""} {
+		resp, served := get(t, h, "GET", "/", "Accept: "+accept)
+		if !served || resp.StatusCode() != 302 || string(resp.Header.Peek("Location")) != "/ui/" {
+			t.Errorf("GET / with Accept %q: served=%v %d %q", accept, served, resp.StatusCode(), resp.Header.Peek("Location"))
 		}
 	}
 	if _, served := get(t, h, "POST", "/", "Accept: text/html"); served {

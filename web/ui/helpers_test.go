@@ -74,6 +74,11 @@ func startEnv(t *testing.T, history ...int) *env {
 					SHA256: "9f2b6c0d4e8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c", LoadedAt: time.Now().Add(-time.Hour),
 					Calls: 42, Errors: 1, LastError: "deadline exceeded", LastErrorAt: time.Now().Add(-20 * time.Minute),
 					LatencyP50: 92 * time.Microsecond, LatencyP99: 1400 * time.Microsecond,
+					ABIVersion: "1", State: "loaded",
+				}, {
+					Name: "fastest-wins", File: "/etc/leasehold/plugins/fastest-wins.wasm", Version: "0.3.0", ABIVersion: "1",
+					SignerKeyID: "edge-release-2026", State: "refused: signature does not verify with key edge-release-2026",
+					RefusedSHA256: "5e1f0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a2c4e6b8d0f",
 				}}
 			},
 			Decisions: eng.Decisions,

@@ -29,6 +29,11 @@ export function detail(root, ns, name) {
   const decided = h('div', { id: 'decided' });
   const timeline = h('div', { id: 'timeline' });
   const history = h('div', { id: 'decisions' });
+  // The decision history is filtered in place: every cell's text is
+  // searched, so "fallback", a candidate or a reason all work.
+  const historyQ = h('input', { id: 'history-q', type: 'search', placeholder: 'Search decisions (candidate, action, reason, module…)', autocomplete: 'off', spellcheck: 'false' });
+  const historyCount = h('span', { class: 'muted', id: 'history-count', 'aria-live': 'polite' });
+  historyQ.addEventListener('input', filterHistory);
   const raw = h('pre', { class: 'raw', id: 'raw', tabindex: '0', 'aria-label': 'Raw lease' });
   const tabs = ['yaml', 'json'].map((m) => h('button', {
     type: 'button', role: 'tab', id: `tab-${m}`, 'aria-controls': 'raw', 'aria-selected': String(m === rawMode),
@@ -44,7 +49,7 @@ export function detail(root, ns, name) {
 
   root.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/' }, 'Leases'), ' / ', ns, ' / '),
-    h('div', { class: 'head' }, h('h1', {}, name), badge),
+    h('div', { class: 'head' }, h('h1', { title: `${ns}/${name}` }, name), badge),
     missing,
     h('div', { class: 'hero' }, big, bar),
     h('section', { 'aria-labelledby': 'h-fields' }, h('h2', { id: 'h-fields' }, 'Fields'), fields),
@@ -53,7 +58,9 @@ export function detail(root, ns, name) {
     h('section', { 'aria-labelledby': 'h-cands' }, h('h2', { id: 'h-cands' }, 'Candidates'), cands),
     h('section', { 'aria-labelledby': 'h-decided' }, h('h2', { id: 'h-decided' }, 'Why this holder'), decided),
     h('section', { 'aria-labelledby': 'h-timeline' }, h('h2', { id: 'h-timeline' }, 'Transitions'), timeline),
-    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'), history),
+    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'),
+      h('div', { class: 'toolbar' }, h('label', { class: 'grow' }, h('span', { class: 'sr-only' }, 'Search the decision history'), historyQ), historyCount),
+      history),
     h('section', { 'aria-labelledby': 'h-raw' }, h('h2', { id: 'h-raw' }, 'Raw object'),
       h('div', { class: 'rawbar' }, h('div', { role: 'tablist', 'aria-label': 'Format' }, tabs),
         h('label', { class: 'check' }, managed, ' managedFields'), copyButton(() => raw.textContent, 'Copy raw object')),
@@ -83,7 +90,11 @@ export function detail(root, ns, name) {
     badge.className = `badge s-${st.key}`;
     setText(badge, st.label);
     const handover = st.key === 'handover' ? ` · handing over to ${st.preferred}` : '';
-    setText(big, (st.holder ? `${st.holder} · expires ${expiresText(st, dur)}${handover}` : 'No holder') + (live ? '' : ' (stale)'));
+    let head = 'No holder';
+    // An expired lease has no current holder: name the last one as such.
+    if (st.key === 'expired') head = `Last holder ${st.holder} · ${expiresText(st, dur)}`;
+    else if (st.holder) head = `${st.holder} · expires ${expiresText(st, dur)}${handover}`;
+    setText(big, head + (live ? '' : ' (stale)'));
     bar.hidden = st.fraction == null || !st.holder;
     bar.firstChild.style.width = `${Math.round((st.fraction || 0) * 100)}%`;
     bar.dataset.state = st.key;
@@ -104,7 +115,7 @@ export function detail(root, ns, name) {
     const m = l.metadata;
     const rel = (x) => (x == null ? '—' : `${ago(x, t)} (${abs(x)})`);
     const rows = [
-      ['Holder', st.holder || '— (vacant)'],
+      ['Holder', !st.holder ? '— (vacant)' : st.key === 'expired' ? `${st.holder} (last holder: the lease expired)` : st.holder],
       ['Preferred holder', st.preferred || '—'],
       ['State', st.label],
       ['Expires', st.expiresAt ? `${expiresText(st, dur)} (${abs(st.expiresAt)})` : expiresText(st, dur)],
@@ -203,6 +214,7 @@ export function detail(root, ns, name) {
         [...decisions.items].reverse().map((r) => [abs(parseTime(r.time)), r.trigger || '—', r.action, r.chosen || '—',
           `${r.module?.name || '—'}${r.fallback ? ' (fallback)' : ''}`, r.reason || '—', r.outcome || '—']), 'history'));
     }
+    filterHistory();
     lastTimeline = '';
     update(store.connection());
   }
@@ -253,6 +265,17 @@ export function detail(root, ns, name) {
     timeline.replaceChildren(count, items.length ? h('ol', { class: 'timeline' }, items.map(([time, fromTo, cause, tenure]) =>
       h('li', {}, h('time', {}, time), h('strong', {}, fromTo), h('span', {}, cause), h('span', { class: 'muted' }, `tenure ${tenure}`))))
       : h('p', { class: 'muted' }, 'No transitions known.'));
+  }
+
+  function filterHistory() {
+    const rows = [...history.querySelectorAll('tbody tr')];
+    const needle = historyQ.value.trim().toLowerCase();
+    let shown = 0;
+    for (const r of rows) {
+      r.hidden = !!needle && !r.textContent.toLowerCase().includes(needle);
+      if (!r.hidden) shown++;
+    }
+    setText(historyCount, needle ? `${shown} of ${rows.length} decisions` : rows.length ? `${rows.length} decisions` : '');
   }
 
   function renderRaw() {
