@@ -23,6 +23,9 @@
 //	                        changes every URL at once
 //	GET /ui/api/v1/system
 //	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions (and holder changes)
+//	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<release|handover|delete>
+//	                        records an operator action the page did through
+//	                        the API, with the authenticated user (actions.go)
 //
 // Every response carries a strict Content-Security-Policy (no inline
 // scripts or styles), nosniff, no-referrer and frame denial.

@@ -110,6 +110,15 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 		return false
 	}
 	secure(rc)
+	if ns, name, action, ok := ActionPath(p); ok {
+		if !rc.IsPost() {
+			rc.Response.Header.Set("Allow", "POST")
+			plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")
+			return true
+		}
+		h.serveAction(rc, ns, name, action)
+		return true
+	}
 	if !(rc.IsGet() || rc.IsHead()) {
 		rc.Response.Header.Set("Allow", "GET, HEAD")
 		plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")

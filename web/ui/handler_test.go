@@ -101,8 +101,10 @@ func TestAssetsAndHeaders(t *testing.T) {
 func TestPayloadSize(t *testing.T) {
 	raw, gz := newHandler(t, ui.Sources{}).Size()
 	t.Logf("UI assets: %d bytes, %d gzipped", raw, gz)
-	if raw > 66<<10 || gz > 25<<10 {
-		t.Errorf("UI assets grew to %d bytes (%d gzipped); keep them under 66 KiB (25 KiB gzipped)", raw, gz)
+	// The issue that added the operator actions and the timeline set the
+	// budget: under 60 KB gzipped (it was 25 KiB before them).
+	if raw > 128<<10 || gz > 60_000 {
+		t.Errorf("UI assets grew to %d bytes (%d gzipped); keep them under 128 KiB (60 KB gzipped)", raw, gz)
 	}
 }
 

@@ -8,6 +8,7 @@ import { dur, ago, abs, parseTime } from './format.js';
 import { leaseState, expiresText, candidatesOf } from './lease.js';
 import { toYAML } from './yaml.js';
 import * as store from './store.js';
+import { actionsPanel } from './actions.js';
 
 // Upstream's leaseCandidateValidDuration: older candidates are ignored.
 const CANDIDATE_VALIDITY_MS = 30 * 60 * 1000;
@@ -41,6 +42,7 @@ export function detail(root, ns, name) {
   }, m.toUpperCase()));
   const managed = h('input', { type: 'checkbox', id: 'managed' });
   managed.addEventListener('change', () => { showManaged = managed.checked; renderRaw(); });
+  const acts = actionsPanel(ns, name, () => loadDecisions());
   const kubectl = [
     `kubectl get lease -n ${ns} ${name} -o yaml`,
     `kubectl get lease -n ${ns} ${name} -o wide --watch`,
@@ -52,6 +54,7 @@ export function detail(root, ns, name) {
     h('div', { class: 'head' }, h('h1', { title: `${ns}/${name}` }, name), badge),
     missing,
     h('div', { class: 'hero' }, big, bar),
+    h('section', { 'aria-labelledby': 'h-actions' }, h('h2', { id: 'h-actions' }, 'Actions'), acts.el),
     h('section', { 'aria-labelledby': 'h-fields' }, h('h2', { id: 'h-fields' }, 'Fields'), fields),
     h('section', { 'aria-labelledby': 'h-kubectl' }, h('h2', { id: 'h-kubectl' }, 'kubectl'),
       h('ul', { class: 'cmds', id: 'kubectl' }, kubectl.map((c) => h('li', {}, h('code', {}, c), copyButton(() => c, `Copy: ${c}`))))),
@@ -84,6 +87,7 @@ export function detail(root, ns, name) {
     const t = live || !conn.since ? now() : conn.since;
     missing.hidden = !!l || !conn.synced;
     setText(missing, `Lease ${ns}/${name} does not exist (any more). It appears here as soon as it is created.`);
+    acts.update(l, candidatesOf(store.candidates.items, ns, name));
     if (!l) { badge.hidden = true; big.textContent = ''; bar.hidden = true; return; }
     badge.hidden = false;
     const st = leaseState(l, t);
@@ -182,7 +186,8 @@ export function detail(root, ns, name) {
     cands.replaceChildren(table(['Identity', 'Binary version', 'Emulation version', 'Strategy', 'Renewed', 'Ping', 'Freshness', 'Rank'], rows, 'cands'));
   }
 
-  const lastDecision = () => (decisions?.items?.length ? decisions.items[decisions.items.length - 1] : null);
+  // The controller's last decision: operator actions explain no ranking.
+  const lastDecision = () => (decisions?.items || []).findLast((r) => r.trigger !== 'operator') || null;
 
   function renderDecisions() {
     const d = lastDecision();
@@ -193,12 +198,13 @@ export function detail(root, ns, name) {
       const msg = 'No data: this server records no election decisions (coordinated leader election is not wired).';
       decided.replaceChildren(h('p', { class: 'muted' }, msg));
       history.replaceChildren(h('p', { class: 'muted' }, 'No data.'));
-    } else if (!d) {
+    } else if (!decisions.items.length) {
       decided.replaceChildren(h('p', { class: 'muted' }, 'No election decision recorded for this lease: leases without spec.strategy are elected by their own clients.'));
       history.replaceChildren(h('p', { class: 'muted' }, 'No decisions yet.'));
     } else {
-      const mod = d.module || {};
-      decided.replaceChildren(h('dl', { class: 'fields' }, [
+      const mod = d?.module || {};
+      if (!d) decided.replaceChildren(h('p', { class: 'muted' }, 'No election decision recorded for this lease.'));
+      else decided.replaceChildren(h('dl', { class: 'fields' }, [
         ['Decision', `${d.action}${d.chosen ? ` → ${d.chosen}` : ''}`],
         ['Reason', d.reason || '—'],
         ['When', `${ago(parseTime(d.time), now())} (${abs(parseTime(d.time))})`],
@@ -210,7 +216,7 @@ export function detail(root, ns, name) {
         ['Candidates seen', (d.candidates || []).map((c) => `${c.name} (${c.state || (c.acked ? 'acked' : 'not acked')})`).join(', ') || '—'],
         ['Outcome', d.outcome || '—'],
       ].flatMap(([dt, dd]) => [h('dt', {}, dt), h('dd', {}, dd)])));
-      history.replaceChildren(table(['Time', 'Trigger', 'Action', 'Chosen', 'Module', 'Reason', 'Outcome'],
+      history.replaceChildren(table(['Time', 'Trigger', 'Action', 'Chosen', 'Decided by', 'Reason', 'Outcome'],
         [...decisions.items].reverse().map((r) => [abs(parseTime(r.time)), r.trigger || '—', r.action, r.chosen || '—',
           `${r.module?.name || '—'}${r.fallback ? ' (fallback)' : ''}`, r.reason || '—', r.outcome || '—']), 'history'));
     }
@@ -289,7 +295,7 @@ export function detail(root, ns, name) {
     if (text !== lastRaw) raw.textContent = lastRaw = text;
   }
 
-  return { update, destroy() {} };
+  return { update, destroy() { acts.destroy(); } };
 }
 
 // reorder puts apiVersion and kind first, as kubectl prints them.
