@@ -118,6 +118,10 @@ func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
 			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions",
 			Namespace: ns, Name: name}
 	}
+	if path == ui.TransitionsPath {
+		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: "list",
+			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions"}
+	}
 	if ns, name, action, ok := ui.ActionPath(path); ok {
 		// Recording an operator action is allowed to whoever may do the
 		// action itself: the same verb on the same lease.

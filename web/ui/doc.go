@@ -23,6 +23,7 @@
 //	                        changes every URL at once
 //	GET /ui/api/v1/system
 //	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions (and holder changes)
+//	GET /ui/api/v1/transitions  every lease's changes of hands per hour, last day
 //	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<release|handover|delete>
 //	                        records an operator action the page did through
 //	                        the API, with the authenticated user (actions.go)

@@ -167,6 +167,10 @@ func (h *Handler) serveAPI(rc *fasthttp.RequestCtx, rest string) {
 		h.writeJSON(rc, h.system(rc))
 		return
 	}
+	if "/ui/api/v1/"+rest == TransitionsPath {
+		h.writeJSON(rc, h.holders.transitions())
+		return
+	}
 	if ns, name, ok := DecisionsPath("/ui/api/v1/" + rest); ok {
 		h.serveDecisions(rc, ns, name)
 		return
@@ -233,6 +237,9 @@ func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
 	if hist, ok := h.holders.history(ns, name); ok {
 		out.Holders = &hist
 	}
+	if tl, ok := h.holders.view(ns, name); ok {
+		out.Timeline = &tl
+	}
 	h.writeJSON(rc, out)
 }
 
@@ -270,6 +277,12 @@ func leaseNameError(ns, name string) error {
 	}
 	return nil
 }
+
+// TransitionsPath is the endpoint of every lease's changes of hands over
+// the last day (the overview's sparklines). It reveals who held which
+// lease, so the server authorizes it as listing leases (with their
+// subresource "decisions") in all namespaces.
+const TransitionsPath = "/ui/api/v1/transitions"
 
 // DecisionsPath parses the path of a lease's decision history,
 // /ui/api/v1/namespaces/<ns>/leases/<name>/decisions. The server authorizes

@@ -111,7 +111,7 @@ func TestPayloadSize(t *testing.T) {
 func TestAPIWithoutSources(t *testing.T) {
 	h := newHandler(t, ui.Sources{})
 	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/default/leases/x/decisions")
-	if resp.StatusCode() != 200 || string(resp.Body()) != `{"available":false,"items":[],"holders":null}` {
+	if resp.StatusCode() != 200 || string(resp.Body()) != `{"available":false,"items":[],"holders":null,"timeline":null}` {
 		t.Errorf("decisions without a source: %d %s", resp.StatusCode(), resp.Body())
 	}
 	resp, _ = get(t, h, "GET", "/ui/api/v1/system")
@@ -165,7 +165,7 @@ func TestDecisionsRefuseImpossibleNames(t *testing.T) {
 		t.Errorf("storage read %d times for impossible names", reads)
 	}
 	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/kube-system/leases/"+strings.Repeat("a", 253)+"/decisions")
-	if resp.StatusCode() != http.StatusOK || string(resp.Body()) != `{"available":true,"items":[],"holders":null}` || reads != 1 {
+	if resp.StatusCode() != http.StatusOK || string(resp.Body()) != `{"available":true,"items":[],"holders":null,"timeline":null}` || reads != 1 {
 		t.Errorf("longest valid name: %d %s (reads %d)", resp.StatusCode(), resp.Body(), reads)
 	}
 }

@@ -9,6 +9,7 @@ import { leaseState, expiresText, candidatesOf } from './lease.js';
 import { toYAML } from './yaml.js';
 import * as store from './store.js';
 import { actionsPanel } from './actions.js';
+import { holderStrip } from './timeline.js';
 
 // Upstream's leaseCandidateValidDuration: older candidates are ignored.
 const CANDIDATE_VALIDITY_MS = 30 * 60 * 1000;
@@ -43,6 +44,7 @@ export function detail(root, ns, name) {
   const managed = h('input', { type: 'checkbox', id: 'managed' });
   managed.addEventListener('change', () => { showManaged = managed.checked; renderRaw(); });
   const acts = actionsPanel(ns, name, () => loadDecisions());
+  const strip = holderStrip();
   const kubectl = [
     `kubectl get lease -n ${ns} ${name} -o yaml`,
     `kubectl get lease -n ${ns} ${name} -o wide --watch`,
@@ -60,6 +62,7 @@ export function detail(root, ns, name) {
       h('ul', { class: 'cmds', id: 'kubectl' }, kubectl.map((c) => h('li', {}, h('code', {}, c), copyButton(() => c, `Copy: ${c}`))))),
     h('section', { 'aria-labelledby': 'h-cands' }, h('h2', { id: 'h-cands' }, 'Candidates'), cands),
     h('section', { 'aria-labelledby': 'h-decided' }, h('h2', { id: 'h-decided' }, 'Why this holder'), decided),
+    h('section', { 'aria-labelledby': 'h-strip' }, h('h2', { id: 'h-strip' }, 'Holder over time'), strip.el),
     h('section', { 'aria-labelledby': 'h-timeline' }, h('h2', { id: 'h-timeline' }, 'Transitions'), timeline),
     h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'),
       h('div', { class: 'toolbar' }, h('label', { class: 'grow' }, h('span', { class: 'sr-only' }, 'Search the decision history'), historyQ), historyCount),
@@ -105,6 +108,7 @@ export function detail(root, ns, name) {
     renderFields(l, st, t);
     renderCandidates(l, st, t);
     renderTimeline(l, st, t);
+    if (decisions && !decisions.error) strip.tick(t);
     const rv = l.metadata.resourceVersion;
     if (rv !== lastRV) {
       lastRV = rv;
@@ -221,6 +225,7 @@ export function detail(root, ns, name) {
           `${r.module?.name || '—'}${r.fallback ? ' (fallback)' : ''}`, r.reason || '—', r.outcome || '—']), 'history'));
     }
     filterHistory();
+    strip.set(decisions?.timeline);
     lastTimeline = '';
     update(store.connection());
   }

@@ -2,7 +2,8 @@
 // sortable, with the filter and sort kept in the URL.
 
 import { h, setText } from './dom.js';
-import { now } from './api.js';
+import { now, getJSON } from './api.js';
+import { sparkline } from './timeline.js';
 import { dur, ago, abs, clock } from './format.js';
 import { leaseState, expiresText, candidatesOf, STATES } from './lease.js';
 import * as store from './store.js';
@@ -199,6 +200,7 @@ export function overview(root, params) {
     setText(el.cells.renewed, ago(st.renew, t));
     el.cells.renewed.title = st.renew ? abs(st.renew) : '';
     setText(el.count, String(st.transitions));
+    sparkline(el.spark, sparks?.leases?.[r.k], sparks?.bucketSeconds);
     setText(el.cells.strategy, st.strategy || '—');
     el.cells.strategy.title = st.strategy;
     setText(el.cells.candidates, r.cands ? String(r.cands) : '—');
@@ -234,10 +236,27 @@ export function overview(root, params) {
     }
   }
 
+  // The sparklines: changes of hands per hour over the last day, re-read
+  // every half minute. A user not allowed to list every lease's history
+  // gets a 403 and simply no sparklines.
+  let sparks = null;
+  let sparkTimer = null;
+  let stopped = false;
+  async function loadSparks() {
+    try {
+      sparks = await getJSON('/ui/api/v1/transitions');
+      update(store.connection());
+    } catch (e) {
+      if (e.status === 403) return;
+    }
+    if (!stopped) sparkTimer = setTimeout(loadSparks, 30000);
+  }
+  loadSparks();
+
   return {
     update,
     params(p) { f = readParams(p); update(store.connection()); },
-    destroy() {},
+    destroy() { stopped = true; clearTimeout(sparkTimer); },
   };
 }
 
