@@ -152,7 +152,6 @@ func TestActionsDenied(t *testing.T) {
 		want := "Not allowed: your token may not " + verb + " leases in edge (No policy matched.)."
 		waitFor(t, ctx, 5*time.Second, `document.getElementById('act-`+a+`').disabled && `+text("#why-"+a)+` === '`+want+`'`, text(`li[data-action="`+a+`"]`))
 	}
-	screenshot(t, ctx, "actions-denied")
 
 	// Acting anyway (as a page whose review was wrong would): the API
 	// refuses, the page says so, and the lease is untouched.

@@ -53,6 +53,8 @@ type envOptions struct {
 	dbPath   string
 	auth     *auth.Authenticator
 	policies auth.Policies
+	// beforeServe runs on the engine before the server starts.
+	beforeServe func(*engine.Engine)
 }
 
 // startEnv starts a server; history caps the watch history (0: default).
@@ -81,6 +83,9 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	eng, err := engine.New(engine.Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.beforeServe != nil {
+		o.beforeServe(eng)
 	}
 	srv, err := web.NewServer(web.Options{
 		Engine: eng, Auth: o.auth, Policies: o.policies,

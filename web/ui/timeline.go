@@ -73,11 +73,13 @@ type Tenure struct {
 	redirected bool
 }
 
-// timeline is one lease's stored document.
-type timeline struct {
+// TimelineDoc is one lease's stored timeline document.
+type TimelineDoc struct {
 	Since   time.Time `json:"since"`
 	Tenures []Tenure  `json:"tenures"`
 }
+
+type timeline = TimelineDoc
 
 // Gap is a time without a confirmed holder: after a release or an
 // expiry, until the next tenure (End zero: still vacant).

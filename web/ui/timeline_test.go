@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -125,7 +128,6 @@ func TestTimelineStrip(t *testing.T) {
 			t.Errorf("tenure list lacks %q:\n%s", want, list)
 		}
 	}
-	screenshot(t, ctx, "timeline")
 	click(t, ctx, `button[data-range="day"]`)
 	waitFor(t, ctx, 2*time.Second, `document.querySelector('#strip svg').getAttribute('aria-label') === 'Holders over the last day'`, `document.querySelector('#strip svg').getAttribute('aria-label')`)
 	noConsoleErrors(t, errs)
@@ -148,19 +150,54 @@ func TestTimelineStrip(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// And an hour of edge/gateway, as a server that ran then stored it.
+	e.createLease(t, lease{ns: "edge", name: "gateway", holder: "gw-2", duration: 15, renewed: time.Second})
 	e.stop()
 	e.closeStore()
-	e2 := startEnvWith(t, envOptions{dbPath: e.dbPath})
+	now := time.Now()
+	at := func(d time.Duration) time.Time { return now.Add(-d) }
+	hour := ui.TimelineDoc{Since: at(65 * time.Minute), Tenures: []ui.Tenure{
+		{Holder: "gw-1", Start: at(60 * time.Minute), LastRenew: at(42 * time.Minute), Renewals: 540, DurationSeconds: 15, End: at(41 * time.Minute), Ended: "changed"},
+		{Holder: "gw-2", Start: at(41 * time.Minute), LastRenew: at(20 * time.Minute), Renewals: 630, DurationSeconds: 15, End: at(20 * time.Minute), Ended: "changed"},
+		{Holder: "gw-3", Start: at(20 * time.Minute), LastRenew: at(20 * time.Minute), DurationSeconds: 15, End: at(20*time.Minute - 120*time.Millisecond), Ended: "changed", Unconfirmed: true},
+		{Holder: "gw-1", Start: at(20*time.Minute - 120*time.Millisecond), LastRenew: at(5 * time.Minute), Renewals: 450, DurationSeconds: 15, End: at(5 * time.Minute), Ended: "released"},
+		{Holder: "gw-2", Start: at(5*time.Minute - 8*time.Second), LastRenew: at(time.Second), Renewals: 146, DurationSeconds: 15},
+	}}
+	doc, err := json.Marshal(hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := startEnvWith(t, envOptions{dbPath: e.dbPath, beforeServe: func(eng *engine.Engine) {
+		if err := eng.SaveTimeline(context.Background(), "edge", "gateway", doc); err != nil {
+			t.Fatal(err)
+		}
+	}})
 	v2 := e2.waitTimeline(t, "default", "app", "node-a! node-b node-c? node-d")
 	if !v2.Persisted || len(v2.Gaps) != 1 {
 		t.Errorf("after the restart: persisted %v, gaps %+v", v2.Persisted, v2.Gaps)
 	}
+	gw := e2.waitTimeline(t, "edge", "gateway", "gw-1! gw-2 gw-3? gw-1 gw-2")
+	if len(gw.Gaps) != 2 || gw.Gaps[0].Cause != "expired" || gw.Gaps[1].Cause != "released" || gw.Gaps[1].Seconds < 7.9 {
+		t.Errorf("gateway's gaps: %+v", gw.Gaps)
+	}
+	ctx = newTab(t, 1280, 1000)
+	errs = consoleErrors(ctx)
+	navigate(t, ctx, e2.base+"/ui/")
+	spark = `document.querySelector('tr[data-key="edge/gateway"] .spark')`
+	waitFor(t, ctx, 5*time.Second, spark+`?.title.startsWith('3 changes of hands')`, spark+`?.title`)
+	navigate(t, ctx, e2.base+"/ui/#/lease/edge/gateway")
+	waitFor(t, ctx, 5*time.Second, segs+` === 'gw-1 gw-2 gw-1 gw-2'`, segs)
+	if got := eval[int](t, ctx, `document.querySelectorAll('#strip rect.gap').length`); got != 2 {
+		t.Errorf("gateway's gaps drawn: %d, want 2", got)
+	}
+	screenshot(t, ctx, "timeline")
+	noConsoleErrors(t, errs)
 	// A deleted lease's timeline is deleted with it.
 	e2.request(t, "DELETE", "/apis/coordination.k8s.io/v1/namespaces/default/leases/app", nil, 200)
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		docs, err := e2.eng.Timelines(context.Background())
-		if err == nil && len(docs) == 0 {
+		if _, left := docs[types.NamespacedName{Namespace: "default", Name: "app"}]; err == nil && !left && len(docs) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
