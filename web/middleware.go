@@ -103,8 +103,10 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 }
 
 // requestInfo is what authorization and the access log see of a request:
-// kube-apiserver's RequestInfo for the API and other paths, and for the UI's
-// decision history the subresource "decisions" of the lease it belongs to.
+// kube-apiserver's RequestInfo for the API and other paths, for the UI's
+// decision history the subresource "decisions" of the lease it belongs to,
+// and for the record of an operator action the action's own verb on the
+// lease.
 func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
 	path := string(rc.Path())
 	if ns, name, ok := ui.DecisionsPath(path); ok {
@@ -115,6 +117,20 @@ func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
 		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: verb,
 			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions",
 			Namespace: ns, Name: name}
+	}
+	if path == ui.TransitionsPath {
+		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: "list",
+			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions"}
+	}
+	if ns, name, action, ok := ui.ActionPath(path); ok {
+		// Recording an operator action is allowed to whoever may do the
+		// action itself: the same verb on the same lease.
+		verb := ui.ActionVerb(action)
+		if !rc.IsPost() {
+			verb = strings.ToLower(string(rc.Method()))
+		}
+		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: verb,
+			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns, Name: name}
 	}
 	return auth.NewRequestInfo(string(rc.Method()), path, rc.QueryArgs())
 }

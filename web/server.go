@@ -220,9 +220,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	idleCtx, stopIdle := context.WithCancel(ctx)
-	defer stopIdle()
+	holdersDone := make(chan struct{})
+	// Serve returns only after the UI's lease watch did: its last act is
+	// saving the lease timelines (bounded by a short timeout), which must
+	// happen before the caller closes the store.
+	defer func() { stopIdle(); <-holdersDone }()
 	go s.releaseIdleMemory(idleCtx)
-	go s.ui.WatchHolders(idleCtx)
+	go func() { defer close(holdersDone); s.ui.WatchHolders(idleCtx) }()
 	select {
 	case err := <-errc:
 		if err != nil {

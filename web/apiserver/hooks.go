@@ -24,6 +24,10 @@ func userOf(rc *fasthttp.RequestCtx) string {
 	return u.Name
 }
 
+// Requester is the user the request was authenticated as, or
+// auth.Anonymous: the UI records it with the actions it audits.
+func Requester(rc *fasthttp.RequestCtx) auth.User { return requesterOf(rc) }
+
 // requesterOf is the user the request was authenticated as, or
 // auth.Anonymous.
 func requesterOf(rc *fasthttp.RequestCtx) auth.User {

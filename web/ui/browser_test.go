@@ -73,7 +73,7 @@ func TestOverview(t *testing.T) {
 	for key, want := range map[string]string{
 		"kube-system/kube-scheduler": `^node-a_6f1c2\|Held\|in 5\dm `,
 		"default/billing-worker":     `^billing-7d9f-x2\|Expiring\|in `,
-		"default/gone-away":          `^device-17\|Expired\|\dm \d\ds ago`,
+		"default/gone-away":          `^device-17\|Expired\|expired \dm \d\ds ago`,
 		"edge/gateway":               `^gw-2\|Handover pending\|in 5\dm `,
 		"edge/spare":                 `^—\|Vacant\|no holder`,
 	} {

@@ -1,5 +1,7 @@
-// Package ui is leasehold's built-in web UI: who leads each Lease, for how
-// long, and why, updated live.
+// Package ui is leasehold's built-in web UI, an operator's console: who
+// leads each Lease, for how long, and why, updated live; who held it over
+// the last day; and release, hand-over and delete, done through the API
+// with the user's own token.
 //
 // The UI is plain HTML, CSS and vanilla JavaScript modules embedded with
 // go:embed, so `go build` needs neither npm nor network, and edge devices
@@ -10,19 +12,26 @@
 // JSON endpoints under /ui/api/v1: the system status and the election
 // decision history, both supplied by the caller through Sources so that
 // this package (like the rest of web) never touches storage or plugins,
-// and each Lease's recent holder changes, which the handler keeps itself
-// by watching Leases through the engine (WatchHolders; bounded, see
-// holders.go): the object names only its current holder.
+// and each Lease's recent holder changes and timeline (tenures, expiries,
+// gaps), which the handler keeps itself by watching Leases through the
+// engine (WatchHolders; bounded, see holders.go and timeline.go) and stores
+// through it across restarts: the object names only its current holder.
+// Operator actions are written by the page through the Kubernetes API, then
+// recorded here with the authenticated user (actions.go).
 //
 // Routes, all answered by Handler.Serve:
 //
-//	GET /                   browsers (Accept: text/html) are redirected to /ui/
+//	GET /                   redirected to /ui/ (the address people type)
 //	GET /ui/                index.html (never cached)
 //	GET /ui/a/<hash>/<file> static assets; the hash covers every asset, so
 //	                        they are cached for a year and a new build
 //	                        changes every URL at once
 //	GET /ui/api/v1/system
 //	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions (and holder changes)
+//	GET /ui/api/v1/transitions  every lease's changes of hands per hour, last day
+//	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<release|handover|delete>
+//	                        records an operator action the page did through
+//	                        the API, with the authenticated user (actions.go)
 //
 // Every response carries a strict Content-Security-Policy (no inline
 // scripts or styles), nosniff, no-referrer and frame denial.

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,13 +85,16 @@ func secure(rc *fasthttp.RequestCtx) {
 }
 
 // Serve answers rc if it is a UI request and reports whether it did: any
-// path under /ui, and GET / from a browser. Everything else, including /
-// for API clients, is left to the caller.
+// path under /ui, and GET or HEAD of /. Everything else is left to the
+// caller.
 func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 	p := string(rc.Path())
 	switch {
 	case p == "/":
-		if !(rc.IsGet() || rc.IsHead()) || !wantsHTML(rc.Request.Header.Peek("Accept")) {
+		// Every GET of / goes to the UI: it is the address people type,
+		// and API clients never ask for / (they start at /api, /apis or
+		// /version).
+		if !(rc.IsGet() || rc.IsHead()) {
 			return false
 		}
 		secure(rc)
@@ -108,6 +110,15 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 		return false
 	}
 	secure(rc)
+	if ns, name, action, ok := ActionPath(p); ok {
+		if !rc.IsPost() {
+			rc.Response.Header.Set("Allow", "POST")
+			plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")
+			return true
+		}
+		h.serveAction(rc, ns, name, action)
+		return true
+	}
 	if !(rc.IsGet() || rc.IsHead()) {
 		rc.Response.Header.Set("Allow", "GET, HEAD")
 		plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")
@@ -135,19 +146,13 @@ func Public(rc *fasthttp.RequestCtx) bool {
 	p := string(rc.Path())
 	switch {
 	case p == "/":
-		return (rc.IsGet() || rc.IsHead()) && wantsHTML(rc.Request.Header.Peek("Accept"))
+		return rc.IsGet() || rc.IsHead()
 	case p == "/ui":
 		return true
 	case strings.HasPrefix(p, "/ui/"):
 		return !strings.HasPrefix(p, "/ui/api/")
 	}
 	return false
-}
-
-// wantsHTML reports whether an Accept header names text/html, which
-// browsers send on navigation and API clients never do.
-func wantsHTML(accept []byte) bool {
-	return bytes.Contains(bytes.ToLower(accept), []byte("text/html"))
 }
 
 func plain(rc *fasthttp.RequestCtx, code int, msg string) {
@@ -160,6 +165,10 @@ func plain(rc *fasthttp.RequestCtx, code int, msg string) {
 func (h *Handler) serveAPI(rc *fasthttp.RequestCtx, rest string) {
 	if rest == "system" {
 		h.writeJSON(rc, h.system(rc))
+		return
+	}
+	if "/ui/api/v1/"+rest == TransitionsPath {
+		h.writeJSON(rc, h.holders.transitions())
 		return
 	}
 	if ns, name, ok := DecisionsPath("/ui/api/v1/" + rest); ok {
@@ -228,6 +237,9 @@ func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
 	if hist, ok := h.holders.history(ns, name); ok {
 		out.Holders = &hist
 	}
+	if tl, ok := h.holders.view(ns, name); ok {
+		out.Timeline = &tl
+	}
 	h.writeJSON(rc, out)
 }
 
@@ -265,6 +277,12 @@ func leaseNameError(ns, name string) error {
 	}
 	return nil
 }
+
+// TransitionsPath is the endpoint of every lease's changes of hands over
+// the last day (the overview's sparklines). It reveals who held which
+// lease, so the server authorizes it as listing leases (with their
+// subresource "decisions") in all namespaces.
+const TransitionsPath = "/ui/api/v1/transitions"
 
 // DecisionsPath parses the path of a lease's decision history,
 // /ui/api/v1/namespaces/<ns>/leases/<name>/decisions. The server authorizes

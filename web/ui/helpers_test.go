@@ -24,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -37,27 +38,57 @@ type env struct {
 	base string
 	eng  *engine.Engine
 	stop func() // shuts the server down (idempotent)
+	// dbPath is the database file; closeStore closes it (idempotent), so
+	// a test can start another server on it.
+	dbPath     string
+	closeStore func()
+	// token, when set, is sent as the bearer token by request.
+	token string
+}
+
+// envOptions configures startEnvWith.
+type envOptions struct {
+	history int // caps the watch history (0: default)
+	// dbPath reuses a database file (a restart); empty: a new one.
+	dbPath   string
+	auth     *auth.Authenticator
+	policies auth.Policies
+	// beforeServe runs on the engine before the server starts.
+	beforeServe func(*engine.Engine)
 }
 
 // startEnv starts a server; history caps the watch history (0: default).
 func startEnv(t *testing.T, history ...int) *env {
 	t.Helper()
-	var opts boltdb.Options
+	var o envOptions
 	if len(history) > 0 {
-		opts.HistoryMaxEvents = history[0]
+		o.history = history[0]
 	}
-	dbPath := filepath.Join(t.TempDir(), "leasehold.db")
+	return startEnvWith(t, o)
+}
+
+func startEnvWith(t *testing.T, o envOptions) *env {
+	t.Helper()
+	opts := boltdb.Options{HistoryMaxEvents: o.history}
+	dbPath := o.dbPath
+	if dbPath == "" {
+		dbPath = filepath.Join(t.TempDir(), "leasehold.db")
+	}
 	st, err := boltdb.Open(context.Background(), dbPath, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	closeStore := sync.OnceFunc(func() { st.Close() })
+	t.Cleanup(closeStore)
 	eng, err := engine.New(engine.Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.beforeServe != nil {
+		o.beforeServe(eng)
+	}
 	srv, err := web.NewServer(web.Options{
-		Engine: eng,
+		Engine: eng, Auth: o.auth, Policies: o.policies,
 		Version: web.VersionInfo{Major: "1", Minor: "37", GitVersion: "v1.37.0+leasehold-0.1.0", GitCommit: "4f1c2d9e8b7a",
 			GitTreeState: "clean", BuildDate: "2026-11-21T14:12:07Z", GoVersion: "go1.26.8", Platform: "linux/arm64"},
 		UI: ui.Sources{
@@ -74,6 +105,11 @@ func startEnv(t *testing.T, history ...int) *env {
 					SHA256: "9f2b6c0d4e8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c", LoadedAt: time.Now().Add(-time.Hour),
 					Calls: 42, Errors: 1, LastError: "deadline exceeded", LastErrorAt: time.Now().Add(-20 * time.Minute),
 					LatencyP50: 92 * time.Microsecond, LatencyP99: 1400 * time.Microsecond,
+					ABIVersion: "1", State: "loaded",
+				}, {
+					Name: "fastest-wins", File: "/etc/leasehold/plugins/fastest-wins.wasm", Version: "0.3.0", ABIVersion: "1",
+					SignerKeyID: "edge-release-2026", State: "refused: signature does not verify with key edge-release-2026",
+					RefusedSHA256: "5e1f0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a2c4e6b8d0f",
 				}}
 			},
 			Decisions: eng.Decisions,
@@ -104,7 +140,7 @@ func startEnv(t *testing.T, history ...int) *env {
 		})
 	}
 	t.Cleanup(stop)
-	return &env{base: "http://" + ln.Addr().String(), eng: eng, stop: stop}
+	return &env{base: "http://" + ln.Addr().String(), eng: eng, stop: stop, dbPath: dbPath, closeStore: closeStore}
 }
 
 // request sends one API request and fails the test on an unexpected code.
@@ -123,6 +159,9 @@ func (e *env) request(t *testing.T, method, path string, body any, want int) []b
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
 	if method == http.MethodPatch {
 		req.Header.Set("Content-Type", "application/merge-patch+json")
 	}

@@ -60,10 +60,20 @@ type holderTracker struct {
 	current map[leaseKey]string
 	changes map[leaseKey][]HolderChange
 	now     func() time.Time
+
+	// The timelines (timeline.go), and which to save soon (a new
+	// tenure), later (renewals only) or delete; store is nil when they
+	// are kept in memory only.
+	timelines map[leaseKey]*timeline
+	urgent    map[leaseKey]bool
+	lazy      map[leaseKey]bool
+	gone      map[leaseKey]bool
+	store     TimelineStore
 }
 
 func newHolderTracker() *holderTracker {
-	return &holderTracker{current: map[leaseKey]string{}, changes: map[leaseKey][]HolderChange{}, now: time.Now}
+	return &holderTracker{current: map[leaseKey]string{}, changes: map[leaseKey][]HolderChange{}, now: time.Now,
+		timelines: map[leaseKey]*timeline{}, urgent: map[leaseKey]bool{}, lazy: map[leaseKey]bool{}, gone: map[leaseKey]bool{}}
 }
 
 // history returns the changes of one lease; ok is false until the tracker
@@ -102,6 +112,8 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	holder := holderOf(l)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	t.observeTimelineLocked(k, l, now, live)
 	prev, known := t.current[k]
 	if known && prev == clipped(holder) {
 		return
@@ -111,7 +123,7 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	if !known && (!live || holder == "") {
 		return // no previous holder known, or no change (created vacant)
 	}
-	c := HolderChange{Time: t.now(), From: prev, To: holder, Transitions: derefInt32(l.Spec.LeaseTransitions)}
+	c := HolderChange{Time: now, From: prev, To: holder, Transitions: derefInt32(l.Spec.LeaseTransitions)}
 	list := t.changes[k]
 	if list == nil && len(t.changes) >= maxHolderHistories {
 		t.evictOldestLocked()
@@ -150,6 +162,7 @@ func (t *holderTracker) forget(l *coordinationv1.Lease) {
 	defer t.mu.Unlock()
 	delete(t.current, k)
 	delete(t.changes, k)
+	t.forgetTimelineLocked(k)
 }
 
 // replace applies a full list: changes that happened while the watch was
@@ -164,6 +177,11 @@ func (t *holderTracker) replace(items []coordinationv1.Lease) {
 		if !listed[k] {
 			delete(t.current, k)
 			delete(t.changes, k)
+		}
+	}
+	for k := range t.timelines {
+		if !listed[k] { // stored ones of leases deleted while down, too
+			t.forgetTimelineLocked(k)
 		}
 	}
 	first := t.since.IsZero()
@@ -193,6 +211,17 @@ func (t *holderTracker) run(ctx context.Context, eng engine.API, log *slog.Logge
 		return
 	}
 	scope := engine.Scope{Resource: res, Version: "v1", UserAgent: "leasehold-ui"}
+	if st, ok := eng.(TimelineStore); ok {
+		t.mu.Lock()
+		t.store = st
+		t.mu.Unlock()
+		t.load(ctx, log)
+		flushed := make(chan struct{})
+		flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
+		go func() { defer close(flushed); t.flushLoop(flushCtx, log) }()
+		// The final flush runs after the watch stopped observing.
+		defer func() { stopFlush(); <-flushed }()
+	}
 	backoff := 100 * time.Millisecond
 	rv := ""
 	for ctx.Err() == nil {

@@ -63,4 +63,7 @@ type Decisions struct {
 	// them, for plain and coordinated leases alike; nil (JSON null) when
 	// the server does not watch leases (yet).
 	Holders *HolderHistory `json:"holders"`
+	// Timeline is who held the lease over the last day, with expiries
+	// and gaps; nil (JSON null) when the server does not watch leases.
+	Timeline *TimelineView `json:"timeline"`
 }

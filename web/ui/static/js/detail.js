@@ -8,6 +8,8 @@ import { dur, ago, abs, parseTime } from './format.js';
 import { leaseState, expiresText, candidatesOf } from './lease.js';
 import { toYAML } from './yaml.js';
 import * as store from './store.js';
+import { actionsPanel } from './actions.js';
+import { holderStrip } from './timeline.js';
 
 // Upstream's leaseCandidateValidDuration: older candidates are ignored.
 const CANDIDATE_VALIDITY_MS = 30 * 60 * 1000;
@@ -29,6 +31,11 @@ export function detail(root, ns, name) {
   const decided = h('div', { id: 'decided' });
   const timeline = h('div', { id: 'timeline' });
   const history = h('div', { id: 'decisions' });
+  // The decision history is filtered in place: every cell's text is
+  // searched, so "fallback", a candidate or a reason all work.
+  const historyQ = h('input', { id: 'history-q', type: 'search', placeholder: 'Search decisions (candidate, action, reason, module…)', autocomplete: 'off', spellcheck: 'false' });
+  const historyCount = h('span', { class: 'muted', id: 'history-count', 'aria-live': 'polite' });
+  historyQ.addEventListener('input', filterHistory);
   const raw = h('pre', { class: 'raw', id: 'raw', tabindex: '0', 'aria-label': 'Raw lease' });
   const tabs = ['yaml', 'json'].map((m) => h('button', {
     type: 'button', role: 'tab', id: `tab-${m}`, 'aria-controls': 'raw', 'aria-selected': String(m === rawMode),
@@ -36,6 +43,8 @@ export function detail(root, ns, name) {
   }, m.toUpperCase()));
   const managed = h('input', { type: 'checkbox', id: 'managed' });
   managed.addEventListener('change', () => { showManaged = managed.checked; renderRaw(); });
+  const acts = actionsPanel(ns, name, () => loadDecisions());
+  const strip = holderStrip();
   const kubectl = [
     `kubectl get lease -n ${ns} ${name} -o yaml`,
     `kubectl get lease -n ${ns} ${name} -o wide --watch`,
@@ -44,16 +53,20 @@ export function detail(root, ns, name) {
 
   root.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/' }, 'Leases'), ' / ', ns, ' / '),
-    h('div', { class: 'head' }, h('h1', {}, name), badge),
+    h('div', { class: 'head' }, h('h1', { title: `${ns}/${name}` }, name), badge),
     missing,
     h('div', { class: 'hero' }, big, bar),
+    h('section', { 'aria-labelledby': 'h-strip' }, h('h2', { id: 'h-strip' }, 'Holder over time'), strip.el),
+    h('section', { 'aria-labelledby': 'h-actions' }, h('h2', { id: 'h-actions' }, 'Actions'), acts.el),
     h('section', { 'aria-labelledby': 'h-fields' }, h('h2', { id: 'h-fields' }, 'Fields'), fields),
     h('section', { 'aria-labelledby': 'h-kubectl' }, h('h2', { id: 'h-kubectl' }, 'kubectl'),
       h('ul', { class: 'cmds', id: 'kubectl' }, kubectl.map((c) => h('li', {}, h('code', {}, c), copyButton(() => c, `Copy: ${c}`))))),
     h('section', { 'aria-labelledby': 'h-cands' }, h('h2', { id: 'h-cands' }, 'Candidates'), cands),
     h('section', { 'aria-labelledby': 'h-decided' }, h('h2', { id: 'h-decided' }, 'Why this holder'), decided),
     h('section', { 'aria-labelledby': 'h-timeline' }, h('h2', { id: 'h-timeline' }, 'Transitions'), timeline),
-    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'), history),
+    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'),
+      h('div', { class: 'toolbar' }, h('label', { class: 'grow' }, h('span', { class: 'sr-only' }, 'Search the decision history'), historyQ), historyCount),
+      history),
     h('section', { 'aria-labelledby': 'h-raw' }, h('h2', { id: 'h-raw' }, 'Raw object'),
       h('div', { class: 'rawbar' }, h('div', { role: 'tablist', 'aria-label': 'Format' }, tabs),
         h('label', { class: 'check' }, managed, ' managedFields'), copyButton(() => raw.textContent, 'Copy raw object')),
@@ -77,19 +90,25 @@ export function detail(root, ns, name) {
     const t = live || !conn.since ? now() : conn.since;
     missing.hidden = !!l || !conn.synced;
     setText(missing, `Lease ${ns}/${name} does not exist (any more). It appears here as soon as it is created.`);
+    acts.update(l, candidatesOf(store.candidates.items, ns, name));
     if (!l) { badge.hidden = true; big.textContent = ''; bar.hidden = true; return; }
     badge.hidden = false;
     const st = leaseState(l, t);
     badge.className = `badge s-${st.key}`;
     setText(badge, st.label);
     const handover = st.key === 'handover' ? ` · handing over to ${st.preferred}` : '';
-    setText(big, (st.holder ? `${st.holder} · expires ${expiresText(st, dur)}${handover}` : 'No holder') + (live ? '' : ' (stale)'));
+    let head = 'No holder';
+    // An expired lease has no current holder: name the last one as such.
+    if (st.key === 'expired') head = `Last holder ${st.holder} · ${expiresText(st, dur)}`;
+    else if (st.holder) head = `${st.holder} · expires ${expiresText(st, dur)}${handover}`;
+    setText(big, head + (live ? '' : ' (stale)'));
     bar.hidden = st.fraction == null || !st.holder;
     bar.firstChild.style.width = `${Math.round((st.fraction || 0) * 100)}%`;
     bar.dataset.state = st.key;
     renderFields(l, st, t);
     renderCandidates(l, st, t);
     renderTimeline(l, st, t);
+    if (decisions && !decisions.error) strip.tick(t);
     const rv = l.metadata.resourceVersion;
     if (rv !== lastRV) {
       lastRV = rv;
@@ -104,7 +123,7 @@ export function detail(root, ns, name) {
     const m = l.metadata;
     const rel = (x) => (x == null ? '—' : `${ago(x, t)} (${abs(x)})`);
     const rows = [
-      ['Holder', st.holder || '— (vacant)'],
+      ['Holder', !st.holder ? '— (vacant)' : st.key === 'expired' ? `${st.holder} (last holder: the lease expired)` : st.holder],
       ['Preferred holder', st.preferred || '—'],
       ['State', st.label],
       ['Expires', st.expiresAt ? `${expiresText(st, dur)} (${abs(st.expiresAt)})` : expiresText(st, dur)],
@@ -171,7 +190,8 @@ export function detail(root, ns, name) {
     cands.replaceChildren(table(['Identity', 'Binary version', 'Emulation version', 'Strategy', 'Renewed', 'Ping', 'Freshness', 'Rank'], rows, 'cands'));
   }
 
-  const lastDecision = () => (decisions?.items?.length ? decisions.items[decisions.items.length - 1] : null);
+  // The controller's last decision: operator actions explain no ranking.
+  const lastDecision = () => (decisions?.items || []).findLast((r) => r.trigger !== 'operator') || null;
 
   function renderDecisions() {
     const d = lastDecision();
@@ -182,12 +202,13 @@ export function detail(root, ns, name) {
       const msg = 'No data: this server records no election decisions (coordinated leader election is not wired).';
       decided.replaceChildren(h('p', { class: 'muted' }, msg));
       history.replaceChildren(h('p', { class: 'muted' }, 'No data.'));
-    } else if (!d) {
+    } else if (!decisions.items.length) {
       decided.replaceChildren(h('p', { class: 'muted' }, 'No election decision recorded for this lease: leases without spec.strategy are elected by their own clients.'));
       history.replaceChildren(h('p', { class: 'muted' }, 'No decisions yet.'));
     } else {
-      const mod = d.module || {};
-      decided.replaceChildren(h('dl', { class: 'fields' }, [
+      const mod = d?.module || {};
+      if (!d) decided.replaceChildren(h('p', { class: 'muted' }, 'No election decision recorded for this lease.'));
+      else decided.replaceChildren(h('dl', { class: 'fields' }, [
         ['Decision', `${d.action}${d.chosen ? ` → ${d.chosen}` : ''}`],
         ['Reason', d.reason || '—'],
         ['When', `${ago(parseTime(d.time), now())} (${abs(parseTime(d.time))})`],
@@ -199,10 +220,12 @@ export function detail(root, ns, name) {
         ['Candidates seen', (d.candidates || []).map((c) => `${c.name} (${c.state || (c.acked ? 'acked' : 'not acked')})`).join(', ') || '—'],
         ['Outcome', d.outcome || '—'],
       ].flatMap(([dt, dd]) => [h('dt', {}, dt), h('dd', {}, dd)])));
-      history.replaceChildren(table(['Time', 'Trigger', 'Action', 'Chosen', 'Module', 'Reason', 'Outcome'],
+      history.replaceChildren(table(['Time', 'Trigger', 'Action', 'Chosen', 'Decided by', 'Reason', 'Outcome'],
         [...decisions.items].reverse().map((r) => [abs(parseTime(r.time)), r.trigger || '—', r.action, r.chosen || '—',
           `${r.module?.name || '—'}${r.fallback ? ' (fallback)' : ''}`, r.reason || '—', r.outcome || '—']), 'history'));
     }
+    filterHistory();
+    strip.set(decisions?.timeline);
     lastTimeline = '';
     update(store.connection());
   }
@@ -255,6 +278,17 @@ export function detail(root, ns, name) {
       : h('p', { class: 'muted' }, 'No transitions known.'));
   }
 
+  function filterHistory() {
+    const rows = [...history.querySelectorAll('tbody tr')];
+    const needle = historyQ.value.trim().toLowerCase();
+    let shown = 0;
+    for (const r of rows) {
+      r.hidden = !!needle && !r.textContent.toLowerCase().includes(needle);
+      if (!r.hidden) shown++;
+    }
+    setText(historyCount, needle ? `${shown} of ${rows.length} decisions` : rows.length ? `${rows.length} decisions` : '');
+  }
+
   function renderRaw() {
     const l = store.leases.items.get(k);
     if (!l) { raw.textContent = ''; return; }
@@ -266,7 +300,7 @@ export function detail(root, ns, name) {
     if (text !== lastRaw) raw.textContent = lastRaw = text;
   }
 
-  return { update, destroy() {} };
+  return { update, destroy() { acts.destroy(); } };
 }
 
 // reorder puts apiVersion and kind first, as kubectl prints them.

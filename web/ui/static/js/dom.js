@@ -54,3 +54,14 @@ export function copyButton(getText, label = 'Copy') {
   });
   return b;
 }
+
+// svg creates an SVG element: props are attributes, children are elements
+// or text (a <title> child is the browser's tooltip).
+export function svg(tag, props, ...children) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v != null && v !== false) el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}

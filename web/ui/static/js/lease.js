@@ -45,11 +45,11 @@ export function leaseState(l, now) {
   };
 }
 
-// expiresText says when the lease expires, or why it does not.
+// expiresText says when the lease expires (or expired), or why it does not.
 export function expiresText(st, dur) {
   if (!st.holder) return 'no holder';
   if (st.remaining == null) return st.durMs ? 'never renewed' : 'no duration';
-  return st.remaining > 0 ? `in ${dur(st.remaining)}` : `${dur(-st.remaining)} ago`;
+  return st.remaining > 0 ? `in ${dur(st.remaining)}` : `expired ${dur(-st.remaining)} ago`;
 }
 
 // candidatesOf lists the LeaseCandidates naming lease ns/name.

@@ -2,7 +2,8 @@
 // sortable, with the filter and sort kept in the URL.
 
 import { h, setText } from './dom.js';
-import { now } from './api.js';
+import { now, getJSON } from './api.js';
+import { sparkline } from './timeline.js';
 import { dur, ago, abs, clock } from './format.js';
 import { leaseState, expiresText, candidatesOf, STATES } from './lease.js';
 import * as store from './store.js';
@@ -48,7 +49,7 @@ export function overview(root, params) {
       const dir = f.sort === c.key && f.dir === 'asc' ? 'desc' : 'asc';
       write({ ...f, sort: c.key, dir });
     });
-    return h('th', { scope: 'col', class: c.num ? 'num' : '' }, b);
+    return h('th', { scope: 'col', class: `w-${c.key}${c.num ? ' num' : ''}` }, b);
   });
   const tbody = h('tbody');
   const empty = h('div', { class: 'empty', hidden: true });
@@ -91,12 +92,17 @@ export function overview(root, params) {
     const cell = (col) => h('td', { 'data-label': COLS.find((c) => c.key === col).label, class: `c-${col}` });
     r = { tr: h('tr', { 'data-key': k }), cells: {} };
     for (const c of COLS) r.cells[c.key] = cell(c.key);
-    r.link = h('a', { href: `#/lease/${encodeURIComponent(ns)}/${encodeURIComponent(name)}` },
+    // Long names are cut with an ellipsis; the full name is in the
+    // tooltip and on the detail page.
+    r.link = h('a', { href: `#/lease/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`, class: 'clip', title: `${ns}/${name}` },
       h('span', { class: 'ns' }, `${ns}/`), name);
     r.cells.name.append(r.link);
-    r.holder = h('code');
-    r.pref = h('span', { class: 'pref' });
-    r.cells.holder.append(h('span', {}, r.holder, r.pref));
+    r.holder = h('code', { class: 'clip' });
+    r.pref = h('span', { class: 'pref clip' });
+    r.last = h('span', { class: 'lastholder' }, 'last holder');
+    r.cells.holder.append(h('span', { class: 'cellwrap' }, r.holder, r.pref, r.last));
+    r.spark = h('span', { class: 'spark' });
+    r.cells.transitions.append(h('span', { class: 'cellwrap' }, r.count = h('span'), r.spark));
     r.badge = h('span', { class: 'badge' });
     r.cells.state.append(r.badge);
     r.exp = h('span', { class: 'exp' });
@@ -175,10 +181,14 @@ export function overview(root, params) {
   function fill(el, r, live, t) {
     const st = r.st;
     setText(el.holder, st.holder || '—');
+    el.holder.title = st.holder;
+    // An expired lease names whoever held it last, not a current holder.
+    el.last.hidden = st.key !== 'expired';
     // A coordinated lease whose preferredHolder is not its holder is being
     // handed over.
     const to = st.holder && st.preferred !== st.holder && st.preferred;
     setText(el.pref, to ? `handing over to ${to}` : '');
+    el.pref.title = to ? `handing over to ${to}` : '';
     el.pref.hidden = !to;
     el.badge.className = `badge s-${st.key}`;
     setText(el.badge, st.label);
@@ -189,8 +199,10 @@ export function overview(root, params) {
     el.bar.dataset.state = st.key;
     setText(el.cells.renewed, ago(st.renew, t));
     el.cells.renewed.title = st.renew ? abs(st.renew) : '';
-    setText(el.cells.transitions, String(st.transitions));
+    setText(el.count, String(st.transitions));
+    sparkline(el.spark, sparks?.leases?.[r.k], sparks?.bucketSeconds);
     setText(el.cells.strategy, st.strategy || '—');
+    el.cells.strategy.title = st.strategy;
     setText(el.cells.candidates, r.cands ? String(r.cands) : '—');
     // Phones hide empty optional cells to keep each card short.
     el.cells.strategy.toggleAttribute('data-empty', !st.strategy);
@@ -224,10 +236,27 @@ export function overview(root, params) {
     }
   }
 
+  // The sparklines: changes of hands per hour over the last day, re-read
+  // every half minute. A user not allowed to list every lease's history
+  // gets a 403 and simply no sparklines.
+  let sparks = null;
+  let sparkTimer = null;
+  let stopped = false;
+  async function loadSparks() {
+    try {
+      sparks = await getJSON('/ui/api/v1/transitions');
+      update(store.connection());
+    } catch (e) {
+      if (e.status === 403) return;
+    }
+    if (!stopped) sparkTimer = setTimeout(loadSparks, 30000);
+  }
+  loadSparks();
+
   return {
     update,
     params(p) { f = readParams(p); update(store.connection()); },
-    destroy() {},
+    destroy() { stopped = true; clearTimeout(sparkTimer); },
   };
 }
 

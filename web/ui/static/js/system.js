@@ -6,7 +6,7 @@ import { getJSON, clockOffset } from './api.js';
 import { dur, abs, bytes, nanos, parseTime } from './format.js';
 import * as store from './store.js';
 
-const MOD_COLS = ['Module', 'Version', 'Status', 'sha256', 'Calls', 'Errors', 'p50', 'p99', 'Last error'];
+const MOD_COLS = ['Module', 'Version', 'State', 'Status', 'Signer', 'sha256', 'Calls', 'Errors', 'p50', 'p99', 'Last error'];
 
 export function system(root) {
   const body = h('div', { id: 'system', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -72,10 +72,17 @@ export function system(root) {
           h('thead', {}, h('tr', {}, MOD_COLS.map((c) => h('th', { scope: 'col' }, c)))),
           h('tbody', {}, s.modules.map((m) => {
             const status = m.loadError ? `load error: ${m.loadError}` : `${m.active ? 'active' : 'inactive'}${m.builtin ? ', built-in' : ''}`;
-            const cells = [m.name || m.file, m.version || '—', status, h('code', { title: m.sha256 }, (m.sha256 || '').slice(0, 12) || '—'),
+            // A refused module (bad signature, wrong ABI) is marked in
+            // the row itself: it looks loaded by name, but never runs.
+            const refused = (m.state || '').startsWith('refused');
+            const digest = refused && m.refusedSha256 ? m.refusedSha256 : m.sha256;
+            const state = h('span', { class: `badge ${refused ? 's-expired' : m.state ? 's-held' : 's-vacant'}`, title: m.state || '' }, m.state || '—');
+            const cells = [m.name || m.file, `${m.version || '—'}${m.abiVersion ? ` (ABI ${m.abiVersion})` : ''}`, state, status,
+              m.signerKeyId ? h('code', {}, m.signerKeyId) : 'unsigned',
+              h('code', { title: digest }, (digest || '').slice(0, 12) || '—'),
               String(m.calls), String(m.errors), nanos(m.latencyP50), nanos(m.latencyP99),
               m.lastError ? `${m.lastError} (${abs(parseTime(m.lastErrorAt))})` : '—'];
-            return h('tr', {}, cells.map((c, i) => h('td', { 'data-label': MOD_COLS[i] }, c)));
+            return h('tr', { class: refused ? 'refused' : '', 'data-module': m.name || m.file }, cells.map((c, i) => h('td', { 'data-label': MOD_COLS[i] }, c)));
           }))));
     body.replaceChildren(h('div', { class: 'cards' }, cards),
       h('section', { 'aria-labelledby': 'h-mods' }, h('h2', { id: 'h-mods' }, 'Strategy modules'), mods));

@@ -1,0 +1,193 @@
+package ui_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/leasehold/leasehold/web/auth"
+)
+
+// startAuthEnv starts a server with tokens and an ABAC policy: alice may
+// do anything, bob may only read.
+func startAuthEnv(t *testing.T) *env {
+	t.Helper()
+	tokens := auth.NewTokens([]auth.TokenEntry{
+		{Token: "alice-token", User: auth.User{Name: "alice", Groups: []string{"system:authenticated"}}},
+		{Token: "bob-token", User: auth.User{Name: "bob", Groups: []string{"system:authenticated"}}},
+	})
+	e := startEnvWith(t, envOptions{
+		auth: &auth.Authenticator{Tokens: tokens},
+		policies: auth.Policies{
+			{User: "alice", Namespace: "*", Resource: "*", APIGroup: "*", NonResourcePath: "*"},
+			{User: "bob", Readonly: true, Namespace: "*", Resource: "*", APIGroup: "*", NonResourcePath: "*"},
+		},
+	})
+	e.token = "alice-token"
+	return e
+}
+
+// seedCoordinated creates edge/gateway held by gw-2 with candidates gw-1
+// and gw-2 (no election controller runs: nothing else touches it).
+func seedCoordinated(t *testing.T, e *env) {
+	t.Helper()
+	e.createLease(t, lease{ns: "edge", name: "gateway", holder: "gw-2", strategy: "OldestEmulationVersion", duration: 3600, renewed: time.Second, transitions: 2})
+	e.createCandidate(t, "edge", "gw-1", "gateway", "1.37.0", "1.36.0", 3*time.Second)
+	e.createCandidate(t, "edge", "gw-2", "gateway", "1.37.0", "1.37.0", 4*time.Second)
+}
+
+// openAs opens a lease's detail page with a token in the tab.
+func openAs(t *testing.T, ctx context.Context, e *env, token, hash string) {
+	t.Helper()
+	navigate(t, ctx, e.base+"/healthz") // the origin, without the page
+	eval[any](t, ctx, `sessionStorage.setItem('leasehold.token', '`+token+`'), 0`)
+	navigate(t, ctx, e.base+"/ui/"+hash)
+	waitFor(t, ctx, 5*time.Second, text("#conn")+` === 'Live'`, pageState)
+}
+
+func click(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+		t.Fatalf("clicking %s: %v", sel, err)
+	}
+}
+
+// confirmAction clicks an action, checks the confirmation names its
+// kubectl twin, confirms, and waits until it is done and recorded.
+func confirmAction(t *testing.T, ctx context.Context, action, kubectl, audit string) string {
+	t.Helper()
+	waitFor(t, ctx, 5*time.Second, `!document.getElementById('act-`+action+`').disabled`, text(`li[data-action="`+action+`"]`))
+	click(t, ctx, "#act-"+action)
+	waitFor(t, ctx, 2*time.Second, `document.getElementById('action-dialog').open`, `'closed'`)
+	if got := eval[string](t, ctx, text("#action-cmd")); got != kubectl {
+		t.Errorf("%s: the confirmation shows %q, want %q", action, got, kubectl)
+	}
+	click(t, ctx, "#action-confirm")
+	waitFor(t, ctx, 5*time.Second, `!!document.getElementById('action-done') && `+text("#action-audit")+`.startsWith('Recorded')`, text("#action-result"))
+	if got := eval[string](t, ctx, text("#action-audit")); !strings.Contains(got, audit) {
+		t.Errorf("%s: audit line %q, want %q", action, got, audit)
+	}
+	obj := eval[string](t, ctx, `document.getElementById('action-object').textContent`)
+	click(t, ctx, "#action-cancel") // "Close"
+	waitFor(t, ctx, 2*time.Second, `!document.getElementById('action-dialog').open`, `'open'`)
+	return obj
+}
+
+// TestActions hands a coordinated lease over, releases it and deletes it
+// from the browser, as alice: each through the API, confirmed, the result
+// shown, the kubectl twin offered, and recorded with her name.
+func TestActions(t *testing.T) {
+	e := startAuthEnv(t)
+	seedCoordinated(t, e)
+	ctx := newTab(t, 1280, 900)
+	openAs(t, ctx, e, "alice-token", "#/lease/edge/gateway")
+	errs := consoleErrors(ctx)
+	waitFor(t, ctx, 5*time.Second, `document.getElementById('handover-to')?.value === 'gw-1'`, text("#actions"))
+	cmds := eval[string](t, ctx, `[...document.querySelectorAll('#actions code')].map(c => c.textContent).join('\n')`)
+	want := `kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"holderIdentity":null}}'
+kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"preferredHolder":"gw-1"}}'
+kubectl delete lease -n edge gateway`
+	if cmds != want {
+		t.Errorf("copy-as-kubectl lines:\n%s\nwant:\n%s", cmds, want)
+	}
+	screenshot(t, ctx, "actions")
+
+	// Cancel does nothing.
+	click(t, ctx, "#act-delete")
+	waitFor(t, ctx, 2*time.Second, `document.getElementById('action-dialog').open`, `'closed'`)
+	click(t, ctx, "#action-cancel")
+	e.request(t, "GET", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", nil, http.StatusOK)
+
+	obj := confirmAction(t, ctx, "handover", `kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"preferredHolder":"gw-1"}}'`,
+		"alice handed the lease over to gw-1 from the web UI")
+	if !strings.Contains(obj, "preferredHolder: gw-1") || !strings.Contains(obj, "holderIdentity: gw-2") {
+		t.Errorf("the lease after the hand-over:\n%s", obj)
+	}
+	if got := string(e.request(t, "GET", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", nil, http.StatusOK)); !strings.Contains(got, `"preferredHolder":"gw-1"`) {
+		t.Errorf("the stored lease: %s", got)
+	}
+
+	obj = confirmAction(t, ctx, "release", `kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"holderIdentity":null}}'`,
+		"alice released the lease from the web UI")
+	if strings.Contains(obj, "holderIdentity") {
+		t.Errorf("the lease after the release still has a holder:\n%s", obj)
+	}
+	// The decision history names who did what, newest first.
+	hist := `[...document.querySelectorAll('#history tbody tr')].map(r => r.innerText.split('\t').slice(1).join('|')).join('\n')`
+	waitFor(t, ctx, 5*time.Second, hist+`.split('\n').length === 2`, hist)
+	if got := eval[string](t, ctx, hist); !strings.HasPrefix(got, "operator|release|—|operator alice|alice released the lease from the web UI|ok\noperator|handover|gw-1|operator alice|") {
+		t.Errorf("decision history:\n%s", got)
+	}
+	recs, err := e.eng.Decisions(context.Background(), "edge", "gateway")
+	if err != nil || len(recs) != 2 || recs[0].Holder != "gw-2" || recs[1].Action != "release" || recs[1].Holder != "gw-2" {
+		t.Errorf("stored records: %v %+v", err, recs)
+	}
+
+	obj = confirmAction(t, ctx, "delete", `kubectl delete lease -n edge gateway`, "alice deleted the lease from the web UI")
+	if !strings.Contains(obj, "name: gateway") {
+		t.Errorf("the deleted object:\n%s", obj)
+	}
+	e.request(t, "GET", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", nil, http.StatusNotFound)
+	waitFor(t, ctx, 5*time.Second, `document.getElementById('act-delete').disabled && `+text("#why-delete")+` === 'The lease does not exist.'`, text("#actions"))
+	noConsoleErrors(t, errs)
+}
+
+// TestActionsDenied: bob may only read. The page asks the server
+// (SelfSubjectAccessReview) and disables every action with the reason;
+// and when it acts anyway, the API's 403 is shown and nothing changes.
+func TestActionsDenied(t *testing.T) {
+	e := startAuthEnv(t)
+	seedCoordinated(t, e)
+	ctx := newTab(t, 1280, 900)
+	openAs(t, ctx, e, "bob-token", "#/lease/edge/gateway")
+	for _, a := range []string{"release", "handover", "delete"} {
+		verb := "patch"
+		if a == "delete" {
+			verb = "delete"
+		}
+		want := "Not allowed: your token may not " + verb + " leases in edge (No policy matched.)."
+		waitFor(t, ctx, 5*time.Second, `document.getElementById('act-`+a+`').disabled && `+text("#why-"+a)+` === '`+want+`'`, text(`li[data-action="`+a+`"]`))
+	}
+
+	// Acting anyway (as a page whose review was wrong would): the API
+	// refuses, the page says so, and the lease is untouched.
+	eval[any](t, ctx, `(() => { const b = document.getElementById('act-release'); b.disabled = false; b.click(); return 0; })()`)
+	waitFor(t, ctx, 2*time.Second, `document.getElementById('action-dialog').open`, `'closed'`)
+	click(t, ctx, "#action-confirm")
+	waitFor(t, ctx, 5*time.Second, text("#action-error")+`.startsWith('Forbidden: ')`, text("#action-result"))
+	if got := eval[string](t, ctx, text("#action-error")); !strings.Contains(got, `User "bob" cannot patch resource "leases"`) {
+		t.Errorf("the 403 shown: %q", got)
+	}
+	if got := string(e.request(t, "GET", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", nil, http.StatusOK)); !strings.Contains(got, `"holderIdentity":"gw-2"`) {
+		t.Errorf("bob changed the lease: %s", got)
+	}
+	// Nor can bob write into the audit trail directly.
+	e.token = "bob-token"
+	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/gateway/actions/release", map[string]any{"holder": "gw-2"}, http.StatusForbidden)
+	recs, err := e.eng.Decisions(context.Background(), "edge", "gateway")
+	if err != nil || len(recs) != 0 {
+		t.Errorf("records after denied actions: %v %+v", err, recs)
+	}
+}
+
+// TestActionRecordChecksTheLease: the server records only what the lease
+// shows done, so a record cannot claim an action that did not happen.
+func TestActionRecordChecksTheLease(t *testing.T) {
+	e := startAuthEnv(t)
+	seedCoordinated(t, e)
+	base := "/ui/api/v1/namespaces/edge/leases/gateway/actions/"
+	e.request(t, "POST", base+"handover", map[string]any{"holder": "gw-2", "target": "gw-1"}, http.StatusConflict)
+	e.request(t, "POST", base+"delete", map[string]any{}, http.StatusConflict) // it still exists
+	// gw-9 has held lease edge/old for a minute: not released.
+	e.createLease(t, lease{ns: "edge", name: "old", holder: "gw-9", duration: 3600, renewed: time.Minute})
+	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/release", map[string]any{"holder": "gw-9"}, http.StatusConflict)
+	e.request(t, "POST", base+"handover", map[string]any{}, http.StatusBadRequest)
+	e.request(t, "GET", base+"release", nil, http.StatusMethodNotAllowed)
+	if recs, err := e.eng.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {
+		t.Errorf("records of actions not done: %v %+v", err, recs)
+	}
+}

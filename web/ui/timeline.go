@@ -1,0 +1,512 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The timeline of a Lease: who held it over the last day, as tenures. A
+// tenure is one holder from the moment the server saw it take the lease
+// to the moment another holder (or none) replaced it, with its renewals
+// aggregated into a count and the last one's time, so that a lease
+// renewed every two seconds costs one entry, not forty thousand a day.
+// Expiries and the gaps between tenures are derived from the tenures when
+// the page asks (view), never stored.
+//
+// Bounds: at most maxTenures tenures per lease, none that ended more than
+// timelineSpan ago, for the same maxHolderHistories leases as the holder
+// changes; identities clipped to maxIdentityBytes. Worst case about 48 ×
+// 330 bytes per lease (8 MiB for 512 leases of 253-byte identities),
+// typically a few KiB in all. The timelines are stored through the engine
+// (TimelineStore) so that a restart keeps them: a lease's document is
+// written within flushUrgent of a holder change, and its renewal counts
+// within flushLazy and at shutdown (after a crash the lease's own
+// renewTime still tells the last renewal), so a fleet of leases renewing
+// every few seconds costs the store a write per lease every few minutes,
+// not one per renewal. A stored document is at most about 24 KiB.
+const (
+	maxTenures   = 48
+	timelineSpan = 25 * time.Hour
+	// redirectWindow: a holder replaced this soon without renewing never
+	// acted on its grant (the election controller redirected it, or it
+	// lost a race): it is shown as a grant, not as a tenure.
+	redirectWindow = time.Second
+	// expirySlack absorbs the delay between a renewal's write and the
+	// watch event that shows it, before a late renewal counts as the
+	// lease having expired in between.
+	expirySlack = 500 * time.Millisecond
+	// minGap: shorter times without a holder (a release answered by a
+	// grant, a redirected grant) are hand-overs, not gaps.
+	minGap      = time.Second
+	flushUrgent = time.Second
+	flushLazy   = 5 * time.Minute
+)
+
+// Tenure is one holder's time with a lease.
+type Tenure struct {
+	Holder string `json:"holder"`
+	// Start is when the server saw the holder take the lease (for a lease
+	// found held when the server started watching: its acquireTime).
+	Start time.Time `json:"start"`
+	// LastRenew is the last renewal seen (Start when none).
+	LastRenew time.Time `json:"lastRenew"`
+	Renewals  int       `json:"renewals"`
+	// DurationSeconds is spec.leaseDurationSeconds at the last renewal.
+	DurationSeconds int32 `json:"durationSeconds"`
+	// End is when another holder or none replaced it; zero while current.
+	End time.Time `json:"end,omitzero"`
+	// Ended is why it ended: "changed", "released", "expired" (the same
+	// holder came back after the lease had expired), "deleted".
+	Ended string `json:"ended,omitempty"`
+	// Unconfirmed marks a grant the holder never acted on: replaced
+	// within redirectWindow, or redirected (preferredHolder set to
+	// another) before any renewal.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
+
+	// live is set when the server saw the tenure begin; renewSeen is the
+	// renewTime last seen and redirected a preferredHolder naming another
+	// before any renewal. None of them is stored.
+	live       bool
+	renewSeen  time.Time
+	redirected bool
+}
+
+// TimelineDoc is one lease's stored timeline document.
+type TimelineDoc struct {
+	Since   time.Time `json:"since"`
+	Tenures []Tenure  `json:"tenures"`
+}
+
+type timeline = TimelineDoc
+
+// Gap is a time without a confirmed holder: after a release or an
+// expiry, until the next tenure (End zero: still vacant).
+type Gap struct {
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end,omitzero"`
+	Seconds float64   `json:"seconds"`
+	// After is the holder before the gap, Cause "released", "expired" or
+	// "deleted".
+	After string `json:"after,omitempty"`
+	Cause string `json:"cause"`
+}
+
+// TimelineView is a lease's timeline as the detail page draws it.
+type TimelineView struct {
+	// Since is when the server began keeping this timeline; nothing before
+	// it is known but the acquireTime of the holder then.
+	Since   time.Time    `json:"since"`
+	Now     time.Time    `json:"now"`
+	Tenures []TenureView `json:"tenures"`
+	Gaps    []Gap        `json:"gaps"`
+	// Persisted reports that the timeline survives a restart.
+	Persisted bool `json:"persisted"`
+}
+
+// TenureView is a Tenure with its expiry, if it expired.
+type TenureView struct {
+	Tenure
+	// ExpiredAt is LastRenew + duration when that came before End (or
+	// before now, for the current tenure).
+	ExpiredAt time.Time `json:"expiredAt,omitzero"`
+}
+
+// TimelineStore keeps timelines across restarts; (*engine.Engine) fits.
+type TimelineStore interface {
+	SaveTimeline(ctx context.Context, ns, name string, doc []byte) error
+	Timelines(ctx context.Context) (map[types.NamespacedName][]byte, error)
+	DeleteTimeline(ctx context.Context, ns, name string) error
+}
+
+func (tn *Tenure) expiry() time.Time {
+	return tn.LastRenew.Add(time.Duration(tn.DurationSeconds) * time.Second)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func renewTimeOf(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime != nil {
+		return l.Spec.RenewTime.Time
+	}
+	if l.Spec.AcquireTime != nil {
+		return l.Spec.AcquireTime.Time
+	}
+	return time.Time{}
+}
+
+// observeTimelineLocked records one observed state of lease k in its
+// timeline; live is false for a lease found by a list.
+func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Lease, now time.Time, live bool) {
+	holder := clipped(holderOf(l))
+	dur := derefInt32(l.Spec.LeaseDurationSeconds)
+	renew := renewTimeOf(l)
+	tl := t.timelines[k]
+	if tl == nil {
+		if holder == "" {
+			return // nothing to tell yet
+		}
+		if len(t.timelines) >= maxHolderHistories {
+			t.evictTimelineLocked()
+		}
+		tl = &timeline{Since: now}
+		t.timelines[k] = tl
+	}
+	var cur *Tenure
+	if n := len(tl.Tenures); n > 0 && tl.Tenures[n-1].End.IsZero() {
+		cur = &tl.Tenures[n-1]
+	}
+	if cur != nil && cur.Holder == holder {
+		t.renewedLocked(k, tl, cur, l, now, renew, dur, live)
+		return
+	}
+	if cur == nil && holder == "" {
+		return
+	}
+	if cur != nil {
+		cause := "changed"
+		if holder == "" {
+			cause = "released"
+		}
+		end := now
+		if !live && l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.After(cur.Start) {
+			// Changed while the server was not watching: the new
+			// holder's acquireTime is the best guess.
+			end = earlier(l.Spec.AcquireTime.Time, now)
+		}
+		t.endLocked(cur, end, cause)
+	}
+	if holder != "" {
+		start, last := now, now
+		if !live {
+			// Found by a list: the lease says since when it is held.
+			if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.Before(now) {
+				start = l.Spec.AcquireTime.Time
+			}
+			if !renew.IsZero() && renew.Before(now) && renew.After(start) {
+				last = renew
+			} else {
+				last = start
+			}
+		}
+		tl.Tenures = append(tl.Tenures, Tenure{Holder: clip(holderOf(l)), Start: start, LastRenew: last,
+			DurationSeconds: dur, live: live, renewSeen: renew})
+		t.trimLocked(tl, now)
+	}
+	t.urgent[k] = true
+}
+
+// renewedLocked handles a state of the current holder: a renewal when
+// renewTime moved, a redirect when preferredHolder names another.
+func (t *holderTracker) renewedLocked(k leaseKey, tl *timeline, cur *Tenure, l *coordinationv1.Lease, now, renew time.Time, dur int32, live bool) {
+	if p := l.Spec.PreferredHolder; p != nil && *p != "" && *p != holderOf(l) && cur.Renewals == 0 && cur.live && now.Sub(cur.Start) < redirectWindow {
+		cur.redirected = true
+	}
+	if renew.Equal(cur.renewSeen) {
+		return // another field changed
+	}
+	cur.renewSeen = renew
+	at := now
+	if !live {
+		// Seen again by a list (a restart, or a relist): the renewals in
+		// between were not seen; the lease's renewTime tells the last.
+		at = renew
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
+		if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.After(cur.expiry()) && !cur.expiry().Before(cur.Start) {
+			// It expired and was taken again by the same holder.
+			t.endLocked(cur, cur.expiry(), "expired")
+			start := earlier(l.Spec.AcquireTime.Time, now)
+			tl.Tenures = append(tl.Tenures, Tenure{Holder: cur.Holder, Start: start, LastRenew: later(start, at), DurationSeconds: dur, renewSeen: renew})
+			t.trimLocked(tl, now)
+			t.urgent[k] = true
+			return
+		}
+	} else if cur.DurationSeconds > 0 && now.After(cur.expiry().Add(expirySlack)) {
+		// The holder renewed after its lease had expired: a gap.
+		t.endLocked(cur, cur.expiry(), "expired")
+		// The renewal that starts it is the holder's own act.
+		tl.Tenures = append(tl.Tenures, Tenure{Holder: cur.Holder, Start: now, LastRenew: now, Renewals: 1, DurationSeconds: dur, live: true, renewSeen: renew})
+		t.trimLocked(tl, now)
+		t.urgent[k] = true
+		return
+	}
+	if at.After(cur.LastRenew) {
+		cur.LastRenew = at
+	}
+	cur.Renewals++
+	cur.DurationSeconds = dur
+	t.lazy[k] = true
+}
+
+func (t *holderTracker) endLocked(cur *Tenure, at time.Time, cause string) {
+	cur.End, cur.Ended = at, cause
+	if cur.live && cur.Renewals == 0 && (cur.redirected || at.Sub(cur.Start) < redirectWindow) && cause != "expired" {
+		cur.Unconfirmed = true
+	}
+}
+
+// trimLocked drops tenures beyond the bounds, oldest first.
+func (t *holderTracker) trimLocked(tl *timeline, now time.Time) {
+	drop := 0
+	for drop < len(tl.Tenures)-1 && !tl.Tenures[drop].End.IsZero() && now.Sub(tl.Tenures[drop].End) > timelineSpan {
+		drop++
+	}
+	drop = max(drop, len(tl.Tenures)-maxTenures)
+	if drop > 0 {
+		tl.Tenures = append(tl.Tenures[:0:0], tl.Tenures[drop:]...)
+	}
+}
+
+// lastActivity is when a timeline last changed, for eviction.
+func (tl *timeline) lastActivity() time.Time {
+	if n := len(tl.Tenures); n > 0 {
+		last := tl.Tenures[n-1]
+		return later(last.LastRenew, last.End)
+	}
+	return tl.Since
+}
+
+func (t *holderTracker) evictTimelineLocked() {
+	var oldest leaseKey
+	var at time.Time
+	first := true
+	for k, tl := range t.timelines {
+		if a := tl.lastActivity(); first || a.Before(at) {
+			oldest, at, first = k, a, false
+		}
+	}
+	t.forgetTimelineLocked(oldest)
+}
+
+func (t *holderTracker) forgetTimelineLocked(k leaseKey) {
+	if _, ok := t.timelines[k]; !ok {
+		return
+	}
+	delete(t.timelines, k)
+	delete(t.urgent, k)
+	delete(t.lazy, k)
+	t.gone[k] = true
+}
+
+// view renders lease k's timeline at now: tenures with their expiries,
+// and the gaps between confirmed tenures.
+func (t *holderTracker) view(ns, name string) (TimelineView, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.since.IsZero() {
+		return TimelineView{}, false
+	}
+	now := t.now()
+	out := TimelineView{Since: t.since, Now: now, Tenures: []TenureView{}, Gaps: []Gap{}, Persisted: t.store != nil}
+	tl := t.timelines[leaseKey{ns, name}]
+	if tl == nil {
+		return out, true
+	}
+	out.Since = tl.Since
+	var prevEnd time.Time
+	var prevHolder, prevCause string
+	for _, tn := range tl.Tenures {
+		v := TenureView{Tenure: tn}
+		end := tn.End
+		if end.IsZero() {
+			end = now
+		}
+		if tn.Ended == "expired" || (tn.DurationSeconds > 0 && tn.expiry().Before(end)) {
+			v.ExpiredAt = tn.expiry()
+		}
+		out.Tenures = append(out.Tenures, v)
+		if tn.Unconfirmed {
+			continue
+		}
+		if !prevEnd.IsZero() && tn.Start.Sub(prevEnd) >= minGap {
+			out.Gaps = append(out.Gaps, Gap{Start: prevEnd, End: tn.Start, Seconds: tn.Start.Sub(prevEnd).Seconds(), After: prevHolder, Cause: prevCause})
+		}
+		prevEnd, prevHolder, prevCause = end, tn.Holder, tn.Ended
+		if !v.ExpiredAt.IsZero() {
+			prevEnd, prevCause = v.ExpiredAt, "expired"
+		}
+		if tn.End.IsZero() && v.ExpiredAt.IsZero() {
+			prevEnd = time.Time{} // held now: no trailing gap
+		}
+	}
+	if !prevEnd.IsZero() && now.Sub(prevEnd) >= minGap {
+		out.Gaps = append(out.Gaps, Gap{Start: prevEnd, Seconds: now.Sub(prevEnd).Seconds(), After: prevHolder, Cause: prevCause})
+	}
+	return out, true
+}
+
+// Transitions is the body of the transitions endpoint: per lease, how
+// many times it changed hands in each bucket of the last day, oldest
+// bucket first; leases that did not change hands are left out.
+type Transitions struct {
+	Now           time.Time        `json:"now"`
+	BucketSeconds int              `json:"bucketSeconds"`
+	Leases        map[string][]int `json:"leases"`
+}
+
+const (
+	sparkBuckets = 24
+	sparkBucket  = time.Hour
+)
+
+func (t *holderTracker) transitions() Transitions {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	out := Transitions{Now: now, BucketSeconds: int(sparkBucket / time.Second), Leases: map[string][]int{}}
+	from := now.Add(-sparkBuckets * sparkBucket)
+	for k, tl := range t.timelines {
+		var counts []int
+		prev := ""
+		for _, tn := range tl.Tenures {
+			// A change of hands is a confirmed tenure after another
+			// holder's (not the same one's, back after an expiry).
+			if tn.Unconfirmed {
+				continue
+			}
+			changed := prev != "" && prev != tn.Holder
+			prev = tn.Holder
+			if !changed || !tn.Start.After(from) {
+				continue
+			}
+			if counts == nil {
+				counts = make([]int, sparkBuckets)
+			}
+			b := min(int(tn.Start.Sub(from)/sparkBucket), sparkBuckets-1)
+			counts[b]++
+		}
+		if counts != nil {
+			out.Leases[k.namespace+"/"+k.name] = counts
+		}
+	}
+	return out
+}
+
+// load reads the stored timelines, before the first list.
+func (t *holderTracker) load(ctx context.Context, log *slog.Logger) {
+	if t.store == nil {
+		return
+	}
+	docs, err := t.store.Timelines(ctx)
+	if err != nil {
+		log.Warn("The UI cannot read the stored lease timelines; starting without", "err", err)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for nn, doc := range docs {
+		var tl timeline
+		if err := json.Unmarshal(doc, &tl); err != nil {
+			log.Warn("Discarding an undecodable lease timeline", "namespace", nn.Namespace, "lease", nn.Name, "err", err)
+			t.gone[leaseKey{nn.Namespace, nn.Name}] = true
+			continue
+		}
+		if len(t.timelines) >= maxHolderHistories {
+			break
+		}
+		if n := len(tl.Tenures); n > maxTenures {
+			tl.Tenures = tl.Tenures[n-maxTenures:]
+		}
+		for i := range tl.Tenures {
+			tl.Tenures[i].Holder = clip(tl.Tenures[i].Holder)
+			// Not seen since the restart: the next observation compares
+			// the lease's own renewTime.
+			tl.Tenures[i].renewSeen = tl.Tenures[i].LastRenew
+		}
+		t.timelines[leaseKey{nn.Namespace, nn.Name}] = &tl
+	}
+}
+
+// flush writes the timelines that changed (with all, also those only
+// renewed since) and deletes those forgotten.
+func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
+	if t.store == nil {
+		return
+	}
+	type doc struct {
+		k    leaseKey
+		body []byte
+	}
+	var docs []doc
+	var gone []leaseKey
+	t.mu.Lock()
+	keys := make([]leaseKey, 0, len(t.urgent))
+	for k := range t.urgent {
+		keys = append(keys, k)
+	}
+	if all {
+		for k := range t.lazy {
+			if !t.urgent[k] {
+				keys = append(keys, k)
+			}
+		}
+	}
+	for _, k := range keys {
+		delete(t.urgent, k)
+		delete(t.lazy, k)
+		if tl := t.timelines[k]; tl != nil {
+			if b, err := json.Marshal(tl); err == nil {
+				docs = append(docs, doc{k, b})
+			}
+		}
+	}
+	for k := range t.gone {
+		gone = append(gone, k)
+	}
+	clear(t.gone)
+	t.mu.Unlock()
+	for _, d := range docs {
+		if err := t.store.SaveTimeline(ctx, d.k.namespace, d.k.name, d.body); err != nil {
+			log.Debug("Saving a lease timeline failed", "namespace", d.k.namespace, "lease", d.k.name, "err", err)
+		}
+	}
+	for _, k := range gone {
+		if err := t.store.DeleteTimeline(ctx, k.namespace, k.name); err != nil {
+			log.Debug("Deleting a lease timeline failed", "namespace", k.namespace, "lease", k.name, "err", err)
+		}
+	}
+}
+
+// flushLoop saves the timelines until ctx is done, then once more.
+func (t *holderTracker) flushLoop(ctx context.Context, log *slog.Logger) {
+	if t.store == nil {
+		return
+	}
+	tick := time.NewTicker(flushUrgent)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			// The store may be closing too: best effort, briefly.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			t.flush(fctx, true, log)
+			cancel()
+			return
+		case <-tick.C:
+			all := time.Since(last) >= flushLazy
+			if all {
+				last = time.Now()
+			}
+			t.flush(ctx, all, log)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fakeLeaseWriter plays one lease's writes into a tracker on a fake clock.
+type fakeLeaseWriter struct {
+	t     *testing.T
+	tr    *holderTracker
+	clock time.Time
+	l     *coordinationv1.Lease
+}
+
+func newFakeLeaseWriter(t *testing.T) *fakeLeaseWriter {
+	tr := newHolderTracker()
+	w := &fakeLeaseWriter{t: t, tr: tr, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	tr.now = func() time.Time { return w.clock }
+	tr.replace(nil)
+	dur := int32(10)
+	w.l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"}}
+	w.l.Spec.LeaseDurationSeconds = &dur
+	return w
+}
+
+func (w *fakeLeaseWriter) after(d time.Duration) *fakeLeaseWriter { w.clock = w.clock.Add(d); return w }
+
+// hold makes holder acquire (a new holder) or renew (the same one) now.
+func (w *fakeLeaseWriter) hold(holder string) {
+	l := w.l.DeepCopy()
+	now := metav1.NewMicroTime(w.clock)
+	if holder == "" {
+		l.Spec.HolderIdentity = nil
+	} else {
+		if holderOf(l) != holder {
+			l.Spec.AcquireTime = &now
+		}
+		l.Spec.HolderIdentity = &holder
+		l.Spec.RenewTime = &now
+	}
+	w.l = l
+	w.tr.observe(l, true)
+}
+
+func (w *fakeLeaseWriter) prefer(holder string) {
+	l := w.l.DeepCopy()
+	l.Spec.PreferredHolder = &holder
+	w.l = l
+	w.tr.observe(l, true)
+}
+
+// summary renders the view as "holder:renewals[:flags]" tenures and gaps.
+func (w *fakeLeaseWriter) summary() string {
+	v, ok := w.tr.view("default", "app")
+	if !ok {
+		return "<none>"
+	}
+	var out []string
+	for _, tn := range v.Tenures {
+		s := fmt.Sprintf("%s:%d", tn.Holder, tn.Renewals)
+		if tn.Unconfirmed {
+			s += ":unconfirmed"
+		}
+		if !tn.ExpiredAt.IsZero() {
+			s += ":expired"
+		}
+		out = append(out, s)
+	}
+	for _, g := range v.Gaps {
+		end := "now"
+		if !g.End.IsZero() {
+			end = "next"
+		}
+		out = append(out, fmt.Sprintf("gap %gs after %s %s until %s", g.Seconds, g.After, g.Cause, end))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestTimeline(t *testing.T) {
+	w := newFakeLeaseWriter(t)
+	w.hold("a")
+	for range 100 { // renewals are aggregated, not listed
+		w.after(2 * time.Second).hold("a")
+	}
+	w.after(time.Second).hold("b") // a hands over to b
+	w.after(2 * time.Second).hold("b")
+	w.after(12 * time.Second).hold("b") // b renews 2 s after its lease expired
+	w.after(time.Second).hold("")       // b releases
+	w.after(5 * time.Second).hold("c")  // c is granted...
+	w.after(120 * time.Millisecond).prefer("d")
+	w.after(5 * time.Millisecond).hold("d") // ...and redirected to d at once
+	w.after(3 * time.Second).hold("d")
+	want := "a:100 b:1:expired b:1 c:0:unconfirmed d:1 gap 2s after b expired until next gap 5.125s after b released until next"
+	if got := w.summary(); got != want {
+		t.Errorf("timeline:\n got %s\nwant %s", got, want)
+	}
+	// The current holder stops renewing: the lease expires, a gap opens.
+	w.after(20 * time.Second)
+	if got := w.summary(); !strings.HasSuffix(got, "d:1:expired gap 2s after b expired until next gap 5.125s after b released until next gap 10s after d expired until now") {
+		t.Errorf("after d stopped renewing: %s", got)
+	}
+	// Changes of hands: to b, to d (c never held it; b's return after
+	// its expiry is no change).
+	tr := w.tr.transitions()
+	if counts := tr.Leases["default/app"]; fmt.Sprint(counts[len(counts)-1]) != "2" {
+		t.Errorf("transitions: %v", counts)
+	}
+}
+
+func TestTimelineBounds(t *testing.T) {
+	w := newFakeLeaseWriter(t)
+	for i := range maxTenures + 10 {
+		w.after(time.Second).hold(fmt.Sprintf("h-%d", i))
+	}
+	v, _ := w.tr.view("default", "app")
+	if len(v.Tenures) != maxTenures || v.Tenures[0].Holder != "h-10" {
+		t.Errorf("%d tenures kept, first %s; want %d from h-10", len(v.Tenures), v.Tenures[0].Holder, maxTenures)
+	}
+	// A day later only the current tenure is left.
+	w.after(timelineSpan + time.Hour).hold("last")
+	if v, _ := w.tr.view("default", "app"); len(v.Tenures) != 2 {
+		t.Errorf("%d tenures after a day, want the previous and the current", len(v.Tenures))
+	}
+	big := strings.Repeat("x", 1000)
+	w.after(time.Second).hold(big)
+	if v, _ := w.tr.view("default", "app"); len(v.Tenures[len(v.Tenures)-1].Holder) > maxIdentityBytes+len("…") {
+		t.Error("identity not clipped")
+	}
+}
+
+// BenchmarkObserveRenewal is the cost the UI's watch adds to every lease
+// renewal the server commits.
+func BenchmarkObserveRenewal(b *testing.B) {
+	w := newFakeLeaseWriter(&testing.T{})
+	w.hold("a")
+	ls := make([]*coordinationv1.Lease, 64)
+	for i := range ls {
+		l := w.l.DeepCopy()
+		rt := metav1.NewMicroTime(w.clock.Add(time.Duration(i+1) * time.Millisecond))
+		l.Spec.RenewTime = &rt
+		ls[i] = l
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.tr.observe(ls[i%len(ls)], true)
+	}
+}
