@@ -69,8 +69,9 @@ const (
 // lists them. Each runs with the arguments after its name.
 var commands = []cli.Command{
 	serveCommand,
-	// "plugin list" asks a server over HTTP, so it lives with the clients.
-	host.PluginCommandWith(run.PluginListCommand),
+	// "plugin list" and "plugin replay" ask a server over HTTP, so they
+	// live with the clients; replay runs the module with the host.
+	host.PluginCommandWith(run.PluginListCommand, run.PluginReplayCommand(host.ReplayMain)),
 	run.Command,
 	run.LeaderCommand,
 	lease.KubeconfigCommand,

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -37,6 +40,9 @@ type DecisionModule struct {
 	Version string `json:"version,omitempty"`
 	SHA256  string `json:"sha256,omitempty"`
 	Builtin bool   `json:"builtin,omitempty"`
+	// SettingsSHA256 is the sha256 of the module's settings document
+	// (NAME.json beside NAME.wasm), empty when it has none.
+	SettingsSHA256 string `json:"settingsSha256,omitempty"`
 }
 
 // DecisionCandidate is one LeaseCandidate as the controller saw it when it
@@ -90,11 +96,74 @@ type DecisionRecord struct {
 	Reason string `json:"reason,omitempty"`
 	// Outcome is "ok" when the write succeeded, or the error text.
 	Outcome string `json:"outcome,omitempty"`
+	// Input is the whole snapshot the lease's strategy was asked to decide
+	// on (the fallback saw the same, under its own strategy name), so that
+	// `leasehold plugin replay` can run another module on exactly it. Nil
+	// for records without a strategy decision (conflicts, no candidate)
+	// and for records written before inputs were kept.
+	Input *abi.Input `json:"input,omitempty"`
+	// Decision is the strategy's answer as given (action and preempt
+	// included), which Ranking and Reason only summarise.
+	Decision *abi.Decision `json:"decision,omitempty"`
+	// SettingsRef is set in storage only: the key in the stored
+	// document's settings of the Input's settings (Decisions puts them
+	// back and clears it).
+	SettingsRef string `json:"settingsRef,omitempty"`
 }
 
-// decisionHistory is the stored document.
+// decisionHistory is the stored document. A settings document (up to
+// abi.MaxSettingsBytes) is kept once per distinct content in Settings,
+// keyed by its sha256, instead of in every record's Input: the history
+// of a lease stays about keep records of a few KiB each, plus its few
+// settings versions.
 type decisionHistory struct {
-	Records []DecisionRecord `json:"records"`
+	Records  []DecisionRecord           `json:"records"`
+	Settings map[string]json.RawMessage `json:"settings,omitempty"`
+}
+
+// settingsKey names a settings document in decisionHistory.Settings.
+func settingsKey(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// compact moves each record's settings into h.Settings and drops the
+// documents no record refers to any more. Records share the Input
+// pointers of their callers, so an Input is copied before it is changed.
+func (h *decisionHistory) compact() {
+	used := map[string]json.RawMessage{}
+	for i := range h.Records {
+		r := &h.Records[i]
+		switch {
+		case r.Input != nil && len(r.Input.Settings) > 0:
+			cp := *r.Input
+			r.SettingsRef = settingsKey(cp.Settings)
+			used[r.SettingsRef] = cp.Settings
+			cp.Settings = nil
+			r.Input = &cp
+		case r.SettingsRef != "":
+			if doc, ok := h.Settings[r.SettingsRef]; ok {
+				used[r.SettingsRef] = doc
+			}
+		}
+	}
+	h.Settings = nil
+	if len(used) > 0 {
+		h.Settings = used
+	}
+}
+
+// expand puts the settings back into each record's Input, as the
+// strategy saw them.
+func (h *decisionHistory) expand() {
+	for i := range h.Records {
+		r := &h.Records[i]
+		if r.Input != nil && r.SettingsRef != "" {
+			r.Input.Settings = h.Settings[r.SettingsRef]
+		}
+		r.SettingsRef = ""
+	}
+	h.Settings = nil
 }
 
 func decisionKey(ns, name string) string { return DecisionKeyPrefix + ns + "/" + name }
@@ -130,6 +199,7 @@ func (e *Engine) RecordDecision(ctx context.Context, ns, name string, rec Decisi
 		if n := len(h.Records); n > keep {
 			h.Records = append([]DecisionRecord(nil), h.Records[n-keep:]...)
 		}
+		h.compact()
 		val, err := json.Marshal(&h)
 		if err != nil {
 			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
@@ -167,6 +237,7 @@ func (e *Engine) Decisions(ctx context.Context, ns, name string) ([]DecisionReco
 	if h.Records == nil {
 		h.Records = []DecisionRecord{}
 	}
+	h.expand()
 	return h.Records, nil
 }
 

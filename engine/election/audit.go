@@ -115,7 +115,13 @@ func (c *Controller) newRecord(m *memo, now time.Time, trigger abi.Reason, strat
 	sort.Slice(r.Candidates, func(i, j int) bool { return r.Candidates[i].Name < r.Candidates[j].Name })
 	if dec != nil {
 		r.Module = engine.DecisionModule{Name: dec.module.Name, Version: dec.module.Version,
-			SHA256: dec.module.SHA256, Builtin: dec.module.Builtin}
+			SHA256: dec.module.SHA256, Builtin: dec.module.Builtin, SettingsSHA256: dec.module.SettingsSHA256}
+		r.Input = dec.in
+		if dec.d != nil {
+			d := *dec.d
+			d.Ranking = append([]string(nil), d.Ranking...)
+			r.Decision = &d
+		}
 		r.Fallback = dec.fallback
 		r.Ranking = append([]string(nil), dec.d.Ranking...)
 		r.Reason = dec.d.Reason

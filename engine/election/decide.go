@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -54,6 +55,9 @@ type decision struct {
 	fallback bool
 	// failure is the primary strategy's error when fallback is set.
 	failure error
+	// in is the input the lease's strategy was asked to decide on, kept
+	// for the audit record (replay).
+	in *abi.Input
 }
 
 // progressCheck judges a well-formed decision against what the controller
@@ -69,9 +73,10 @@ type progressCheck func(*abi.Decision) error
 // a well-formed answer either. A module within its failure backoff on
 // lease k is not called: it counts as failed.
 func (c *Controller) decide(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck) decision {
+	in.Settings = settingsOf(s)
 	d, err := c.guardedCall(ctx, k, s, in, progress)
 	if err == nil {
-		return decision{d: d, module: s.Module(), strategy: s.Name()}
+		return decision{d: d, module: s.Module(), strategy: s.Name(), in: in}
 	}
 	c.stats.fallbacks.Add(1)
 	for _, fb := range []abi.Strategy{c.opts.Fallback, NativeOldest} {
@@ -79,16 +84,24 @@ func (c *Controller) decide(ctx context.Context, k leaseKey, s abi.Strategy, in 
 			continue
 		}
 		fin := *in
-		fin.Strategy = fb.Name()
+		fin.Strategy, fin.Settings = fb.Name(), settingsOf(fb)
 		fd, ferr := c.guardedCall(ctx, k, fb, &fin, progress)
 		if ferr == nil {
-			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err}
+			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err, in: in}
 		}
 		err = errors.Join(err, ferr)
 	}
 	// Unreachable unless the native strategy fails: decide nothing.
 	return decision{d: &abi.Decision{Action: abi.ActionKeep, Reason: "every strategy failed"},
-		module: NativeOldest.Module(), strategy: NativeOldest.Name(), fallback: true, failure: err}
+		module: NativeOldest.Module(), strategy: NativeOldest.Name(), fallback: true, failure: err, in: in}
+}
+
+// settingsOf is the settings document s decides with, nil without one.
+func settingsOf(s abi.Strategy) json.RawMessage {
+	if cs, ok := s.(abi.Configured); ok {
+		return cs.Settings()
+	}
+	return nil
 }
 
 // guardedCall is call behind the module's failure backoff on lease k,
@@ -165,7 +178,9 @@ func (c *Controller) call(ctx context.Context, s abi.Strategy, in *abi.Input) (d
 }
 
 // moduleString renders a module for the audit annotation:
-// "name@version sha256:hex".
+// "name@version sha256:hex", followed by " settings:sha256:hex" for a
+// module with a settings document, so that a settings change shows on
+// the lease and (through the reuse key) is a new decision.
 func moduleString(m abi.ModuleInfo) string {
 	s := m.Name
 	if m.Version != "" {
@@ -173,6 +188,9 @@ func moduleString(m abi.ModuleInfo) string {
 	}
 	if m.SHA256 != "" {
 		s += " sha256:" + strings.TrimPrefix(m.SHA256, "sha256:")
+	}
+	if m.SettingsSHA256 != "" {
+		s += " settings:sha256:" + m.SettingsSHA256
 	}
 	if m.Builtin {
 		s += " (builtin)"

@@ -137,3 +137,24 @@ func TestSamples(t *testing.T) {
 		t.Fatalf("GenerateInput made %d candidates", n)
 	}
 }
+
+// TestValidateSettings: settings are one JSON object within the bound.
+func TestValidateSettings(t *testing.T) {
+	for _, ok := range []string{`{}`, `{"zone":"a","n":[1,2]}`, " {\"a\":null}\n"} {
+		if err := ValidateSettings([]byte(ok)); err != nil {
+			t.Errorf("ValidateSettings(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{``, `null`, `[1]`, `"s"`, `{"a":1}{}`, `{"a":`, "{\"a\":\"\xff\"}",
+		`{"a":"` + strings.Repeat("x", MaxSettingsBytes) + `"}`} {
+		if err := ValidateSettings([]byte(bad)); err == nil {
+			t.Errorf("ValidateSettings(%.30q) accepted it", bad)
+		}
+	}
+	if err := (&Info{ABIMinor: ABIMinor + 1}).CheckABIMinor(); err == nil {
+		t.Error("a module needing a newer ABI revision passed")
+	}
+	if err := (&Info{ABIMinor: ABIMinor}).CheckABIMinor(); err != nil {
+		t.Error(err)
+	}
+}

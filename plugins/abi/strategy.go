@@ -2,6 +2,7 @@ package abi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -23,6 +24,15 @@ type Strategy interface {
 	Decide(ctx context.Context, in *Input) (*Decision, error)
 }
 
+// Configured is implemented by strategies that decide with a settings
+// document (plugins/host's modules with a NAME.json): the caller puts it
+// in Input.Settings, so that the input it records is the one the strategy
+// saw.
+type Configured interface {
+	// Settings returns the settings document, nil without one.
+	Settings() json.RawMessage
+}
+
 // Registry resolves strategy names to strategies. plugins/host implements
 // it over a directory of WASM modules plus the embedded built-ins.
 type Registry interface {
@@ -38,6 +48,9 @@ type ModuleInfo struct {
 	SHA256  string `json:"sha256,omitempty"`
 	// Builtin is true for strategies shipped inside the binary.
 	Builtin bool `json:"builtin"`
+	// SettingsSHA256 is the sha256 of the settings document the module
+	// decides with (its NAME.json), empty when it has none.
+	SettingsSHA256 string `json:"settingsSha256,omitempty"`
 }
 
 // ErrStrategyFailed wraps every failure of a strategy (trap, timeout,
@@ -88,6 +101,12 @@ type ModuleStatus struct {
 	// refused (LoadError says why): the sha256 of that content, while
 	// SHA256 is the previous good version that keeps serving.
 	RefusedSHA256 string `json:"refusedSha256,omitempty"`
+	// SettingsFile and SettingsSHA256 name the settings document the
+	// module serves with (NAME.json beside NAME.wasm), if any.
+	SettingsFile   string `json:"settingsFile,omitempty"`
+	SettingsSHA256 string `json:"settingsSha256,omitempty"`
+	// ABIMinor is the ABI revision the module declared it needs.
+	ABIMinor int `json:"abiMinor,omitempty"`
 }
 
 // Module states (ModuleStatus.State).

@@ -1,11 +1,29 @@
 package abi
 
+import "encoding/json"
+
 // ABIVersion is the version of the strategy contract (Input/Decision) that
 // this package defines. WASM modules report theirs from the
 // lease_strategy_abi_version export; the host rejects any other value.
 // Additive changes (new optional Input fields, new optional exports) keep
 // the number; anything a v1 module could misread bumps it.
 const ABIVersion = 1
+
+// ABIMinor is the additive revision of ABIVersion this package defines.
+// A host puts it in Input.ABIMinor, so that a guest can tell whether a
+// field it relies on is filled; a guest declares the revision it needs in
+// Info.ABIMinor, and a host refuses a module that needs a newer one than
+// its own, with a reason that names both.
+//
+//   - 0: the original contract.
+//   - 1: per-strategy settings (Input.Settings), Input.ABIMinor and
+//     Info.ABIMinor.
+const ABIMinor = 1
+
+// MaxSettingsBytes bounds a strategy's settings document (NAME.json beside
+// NAME.wasm): it is copied into every decision's input and recorded with
+// it, so it is meant for a few parameters, not data.
+const MaxSettingsBytes = 16 << 10
 
 // Reason says why a decision is being made.
 type Reason string
@@ -79,7 +97,10 @@ type HistoryEntry struct {
 // sorted by name; everything a module may depend on is in here (no clocks,
 // no randomness beyond Seed).
 type Input struct {
-	ABIVersion  int            `json:"abiVersion"`
+	ABIVersion int `json:"abiVersion"`
+	// ABIMinor is the host's ABIMinor (absent, so 0, from hosts before
+	// revision 1).
+	ABIMinor    int            `json:"abiMinor,omitempty"`
 	Strategy    string         `json:"strategy"`
 	NowUs       int64          `json:"nowUs"`
 	DecisionSeq int64          `json:"decisionSeq"`
@@ -88,6 +109,10 @@ type Input struct {
 	Lease       LeaseState     `json:"lease"`
 	Candidates  []Candidate    `json:"candidates"`
 	History     []HistoryEntry `json:"history,omitempty"`
+	// Settings is the strategy's settings document (the JSON of NAME.json
+	// beside NAME.wasm, at most MaxSettingsBytes), absent when the module
+	// has none. Since ABIMinor 1; older guests ignore it.
+	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
 // Action is what a strategy asks the host to do.
@@ -169,4 +194,7 @@ type Info struct {
 	Version string `json:"version"`
 	// Description is one human sentence for UIs and `plugin vet`.
 	Description string `json:"description,omitempty"`
+	// ABIMinor is the ABIMinor the module needs (0: any host of its
+	// ABIVersion). A host with an older ABIMinor refuses to load it.
+	ABIMinor int `json:"abiMinor,omitempty"`
 }

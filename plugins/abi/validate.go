@@ -1,8 +1,11 @@
 package abi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -83,6 +86,44 @@ func (i *Info) Validate() error {
 	}
 	if len(i.Description) > MaxReasonBytes || !utf8.ValidString(i.Description) {
 		return fmt.Errorf("info: description must be at most %d bytes of UTF-8", MaxReasonBytes)
+	}
+	if i.ABIMinor < 0 {
+		return fmt.Errorf("info: abiMinor must not be negative, got %d", i.ABIMinor)
+	}
+	return nil
+}
+
+// CheckABIMinor reports why a host of revision ABIMinor cannot serve a
+// module that declared it needs i.ABIMinor.
+func (i *Info) CheckABIMinor() error {
+	if i.ABIMinor > ABIMinor {
+		return fmt.Errorf("module needs lease-strategy ABI %d.%d, this server supports %d.%d",
+			ABIVersion, i.ABIMinor, ABIVersion, ABIMinor)
+	}
+	return nil
+}
+
+// ValidateSettings checks a strategy's settings document: one JSON object
+// of at most MaxSettingsBytes, nothing after it. An object, so that every
+// SDK can hand it to the guest as a map or struct and settings can grow
+// new keys.
+func ValidateSettings(b []byte) error {
+	if len(b) > MaxSettingsBytes {
+		return fmt.Errorf("settings: %d bytes, over the %d-byte limit", len(b), MaxSettingsBytes)
+	}
+	if !utf8.Valid(b) {
+		return errors.New("settings: not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		return fmt.Errorf("settings: not a JSON object: %w", err)
+	}
+	if obj == nil {
+		return errors.New("settings: not a JSON object: null")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("settings: data after the JSON object")
 	}
 	return nil
 }

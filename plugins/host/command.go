@@ -31,7 +31,7 @@ func PluginCommandWith(more ...cli.Command) cli.Command {
 	return cli.Command{
 		Name:     "plugin",
 		Synopsis: synopsis,
-		Summary:  "check a strategy module against the plugin ABI (vet), run it offline and\nprint its decision (test), sign modules (keygen, sign), list a server's (list)",
+		Summary:  "check a strategy module against the plugin ABI (vet), run it offline and\nprint its decision (test), sign modules (keygen, sign), list a server's (list),\nreplay a server's recorded decisions through a module (replay)",
 		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if len(args) > 0 {
 				if sub, ok := cli.Lookup(subs, args[0]); ok {
@@ -51,7 +51,8 @@ const (
 	pluginAbout = `Works on strategy modules: "vet" runs the load-time checks offline and prints
 the report, "test" runs one decision offline and prints it with timings,
 "keygen" and "sign" make a signing key and a module's detached signature,
-"list" shows the modules a server has seen. Run "leasehold plugin SUBCOMMAND
+"list" shows the modules a server has seen, "replay" runs a module on a
+server's recorded decisions and compares. Run "leasehold plugin SUBCOMMAND
 --help" for each.`
 	pluginVetAbout = `Runs the checks the server runs before it serves a strategy module (ABI
 version, imports and exports, info, the self-test on the golden samples) and
@@ -71,7 +72,7 @@ func pluginCommand(ctx context.Context, synopsis string, args []string, stdout, 
 		fs := cli.NewFlagSet(synopsis, pluginAbout, stderr)
 		err := fs.Parse(args)
 		if err == nil {
-			err = errors.New("expected a subcommand: vet, test, keygen, sign or list")
+			err = errors.New("expected a subcommand: vet, test, keygen, sign, list or replay")
 		}
 		code, _ := fs.Stop(err)
 		return code

@@ -58,6 +58,9 @@ type fileState struct {
 	sigInfo    os.FileInfo
 	sigSettled bool
 	sigSum     string
+	// setSum names the settings file's content (and, with TrustKeys, its
+	// signature's) as last read: "none" without one.
+	setSum string
 }
 
 // New compiles and self-tests the built-in strategies and creates
@@ -211,7 +214,8 @@ func (h *Host) Modules() []abi.ModuleStatus {
 func (h *Host) status(m *module, active map[string]*module) abi.ModuleStatus {
 	st := abi.ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
 		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt,
-		ABIVersion: strconv.Itoa(int(m.abi)), State: abi.StateLoaded}
+		ABIVersion: strconv.Itoa(int(m.abi)), State: abi.StateLoaded, ABIMinor: m.info.ABIMinor,
+		SettingsFile: m.settingsFile, SettingsSHA256: m.settingsSHA}
 	m.stats.fill(&st)
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -32,17 +33,35 @@ type module struct {
 	logger   *guestLogger
 	stats    stats
 
+	// settings is the strategy's settings document (abi.Input.Settings),
+	// nil without one; settingsSHA is its sha256 and settingsFile its path.
+	settings     []byte
+	settingsSHA  string
+	settingsFile string
+
 	// refs is 1 (the registry's) plus one per running call; the compiled
 	// module is closed when it drops to 0.
 	refs atomic.Int64
 }
 
-var _ abi.Strategy = (*module)(nil)
+var (
+	_ abi.Strategy   = (*module)(nil)
+	_ abi.Configured = (*module)(nil)
+)
 
 func (m *module) Name() string { return m.info.Name }
 
 func (m *module) Module() abi.ModuleInfo {
-	return abi.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin}
+	return abi.ModuleInfo{Name: m.info.Name, Version: m.info.Version, SHA256: m.sha, Builtin: m.builtin,
+		SettingsSHA256: m.settingsSHA}
+}
+
+// Settings returns the module's settings document (abi.Configured).
+func (m *module) Settings() json.RawMessage {
+	if m.settings == nil {
+		return nil
+	}
+	return json.RawMessage(m.settings)
 }
 
 func (m *module) acquire() bool {
@@ -87,7 +106,13 @@ func (m *module) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, erro
 // (one JSON document, no unknown fields); it does not validate it.
 func (m *module) decide(ctx context.Context, in *abi.Input) (*abi.Decision, Timing, error) {
 	cp := *in
-	cp.ABIVersion = abi.ABIVersion
+	cp.ABIVersion, cp.ABIMinor = abi.ABIVersion, abi.ABIMinor
+	if m.settings != nil {
+		// The module's own settings win over any in the input: online the
+		// controller sends none, offline (replay, test) a recorded input's
+		// settings are used unless the module was loaded with its own.
+		cp.Settings = m.settings
+	}
 	// goccy/go-json encodes the (trusted, host-built) input 3x faster than
 	// encoding/json; the (untrusted) output is decoded by encoding/json.
 	input, err := gojson.Marshal(&cp)
@@ -118,22 +143,33 @@ func (m *module) short() string {
 // load compiles and validates wasm: surface, ABI version, info, then the
 // self-test on abi.Samples. The returned module holds one reference.
 func (r *runner) load(ctx context.Context, wasm []byte, file string, builtin bool, log *slog.Logger) (*module, []SelfTestResult, error) {
-	return r.loadModule(ctx, wasm, file, builtin, log, true)
+	return r.loadModule(ctx, wasm, nil, file, builtin, log, true)
+}
+
+// loadWithSettings is load for a module with a settings document (nil:
+// none), already validated by abi.ValidateSettings; the self-test runs
+// with it.
+func (r *runner) loadWithSettings(ctx context.Context, wasm, settings []byte, file string, log *slog.Logger) (*module, []SelfTestResult, error) {
+	return r.loadModule(ctx, wasm, settings, file, false, log, true)
 }
 
 // loadUnchecked is load without the self-test, for running a module
 // offline on an input of the author's choosing.
-func (r *runner) loadUnchecked(ctx context.Context, wasm []byte, log *slog.Logger) (*module, error) {
-	m, _, err := r.loadModule(ctx, wasm, "test", false, log, false)
+func (r *runner) loadUnchecked(ctx context.Context, wasm, settings []byte, log *slog.Logger) (*module, error) {
+	m, _, err := r.loadModule(ctx, wasm, settings, "test", false, log, false)
 	return m, err
 }
 
-func (r *runner) loadModule(ctx context.Context, wasm []byte, file string, builtin bool, log *slog.Logger, selfTest bool) (*module, []SelfTestResult, error) {
+func (r *runner) loadModule(ctx context.Context, wasm, settings []byte, file string, builtin bool, log *slog.Logger, selfTest bool) (*module, []SelfTestResult, error) {
 	if int64(len(wasm)) > r.opts.MaxModuleBytes {
 		return nil, nil, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidModule, len(wasm), r.opts.MaxModuleBytes)
 	}
 	sum := sha256.Sum256(wasm)
 	m := &module{r: r, sha: hex.EncodeToString(sum[:]), file: file, builtin: builtin, loadedAt: time.Now()}
+	if settings != nil {
+		ss := sha256.Sum256(settings)
+		m.settings, m.settingsSHA = settings, hex.EncodeToString(ss[:])
+	}
 	cm, err := r.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: compile: %w", ErrInvalidModule, err)
@@ -169,6 +205,9 @@ func (r *runner) loadModule(ctx context.Context, wasm []byte, file string, built
 		return nil, nil, fmt.Errorf("%w: info: %w", ErrInvalidModule, err)
 	}
 	if err := m.info.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
+	}
+	if err := m.info.CheckABIMinor(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
 	}
 	m.logger = newGuestLogger(log, m.info.Name, m.sha)

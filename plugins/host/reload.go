@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/signature"
 )
 
@@ -108,6 +109,9 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 		return false, nil // vanished between ReadDir and Stat: next scan removes it
 	}
 	trust := h.opts.TrustKeys
+	// The settings file is small (abi.MaxSettingsBytes): read on every
+	// scan, so that an edit within one mtime tick is not missed either.
+	set := h.readSettings(path)
 	sigPath := path + signature.Suffix
 	var sigInfo os.FileInfo
 	if trust != nil {
@@ -116,7 +120,8 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	// Cheap check first (same inode, size and mtime, and the mtime was
 	// already old at the previous scan, so a same-size rewrite within one
 	// mtime tick cannot hide); sha256 decides below.
-	if sameSettled(f.info, info, f.settled) && (trust == nil || sameSettledOrBothMissing(f.sigInfo, sigInfo, f.sigSettled)) {
+	if sameSettled(f.info, info, f.settled) && (trust == nil || sameSettledOrBothMissing(f.sigInfo, sigInfo, f.sigSettled)) &&
+		set.sum == f.setSum {
 		return false, nil
 	}
 	f.info, f.settled = info, time.Since(info.ModTime()) > 2*time.Second
@@ -135,10 +140,10 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 		sig, sigErr = readSignature(sigPath)
 		sigSum = digestOrState(sig, sigErr)
 	}
-	if sha == f.sha && sigSum == f.sigSum {
+	if sha == f.sha && sigSum == f.sigSum && set.sum == f.setSum {
 		return false, nil
 	}
-	f.sha, f.sigSum = sha, sigSum
+	f.sha, f.sigSum, f.setSum = sha, sigSum, set.sum
 	signer := ""
 	if trust != nil {
 		// Verified before compiling: a refused module's code is never
@@ -156,7 +161,11 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 			h.fileFailed(f, sha, claimed, err)
 			return false, nil
 		}
-		if f.mod != nil && f.mod.sha == sha {
+		if set.err != nil {
+			h.fileFailed(f, sha, set.claimed, set.err)
+			return false, nil
+		}
+		if f.mod != nil && f.mod.sha == sha && f.mod.settingsSHA == set.sha {
 			// The serving module, signed anew (a rotated key, say):
 			// nothing to reload.
 			if f.signer != signer || f.err != nil {
@@ -166,8 +175,15 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 			return false, nil
 		}
 	}
-	m, _, err := h.r.load(ctx, wasm, path, false, h.log)
+	if set.err != nil {
+		h.fileFailed(f, sha, set.claimed, set.err)
+		return false, nil
+	}
+	m, _, err := h.r.loadWithSettings(ctx, wasm, set.data, path, h.log)
 	if err == nil {
+		if set.data != nil {
+			m.settingsFile = set.path
+		}
 		if other := h.owner(m.info.Name, path); other != "" {
 			m.release()
 			err = fmt.Errorf("%w: strategy %q is already served by %s", ErrInvalidModule, m.info.Name, other)
@@ -183,11 +199,75 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	if signer != "" {
 		attrs = append(attrs, "key_id", signer)
 	}
+	if set.data != nil {
+		attrs = append(attrs, "settings", set.path, "settings_sha256", set.sha)
+		if set.signer != "" {
+			attrs = append(attrs, "settings_key_id", set.signer)
+		}
+	}
 	if _, ok := h.builtins[m.info.Name]; ok {
 		attrs = append(attrs, "overrides_builtin", true)
 	}
 	h.log.Info("strategy module loaded", attrs...)
 	return true, old
+}
+
+// settingsFile is a module's settings document as one scan read it.
+type settingsFile struct {
+	path string
+	data []byte // nil: no settings file
+	sha  string // sha256 of data
+	// sum names content and signature state, for change detection.
+	sum string
+	// signer is the key id that signed the settings (with TrustKeys);
+	// claimed is the one a refused signature file names.
+	signer, claimed string
+	err             error
+}
+
+// SettingsPath is where the settings of module file path live: NAME.json
+// beside NAME.wasm.
+func SettingsPath(path string) string { return strings.TrimSuffix(path, ".wasm") + ".json" }
+
+// readSettings reads and checks the settings file of module path: a JSON
+// object of at most abi.MaxSettingsBytes and, with TrustKeys, a valid
+// signature from a trusted key in NAME.json.sig, like the module's (the
+// settings steer the module's decisions as much as its code does).
+func (h *Host) readSettings(path string) settingsFile {
+	s := settingsFile{path: SettingsPath(path), sum: "none"}
+	data, err := readLimitedBytes(s.path, abi.MaxSettingsBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return s
+	case errors.Is(err, errTooLarge):
+		err = fmt.Errorf("settings: over the %d-byte limit", abi.MaxSettingsBytes)
+	case err == nil:
+		err = abi.ValidateSettings(data)
+	}
+	sum := sha256.Sum256(data)
+	s.data, s.sha = data, hex.EncodeToString(sum[:])
+	s.sum = s.sha
+	if err != nil {
+		s.sum = "invalid: " + err.Error()
+		s.err = fmt.Errorf("%w: %s: %w", ErrInvalidModule, s.path, err)
+		return s
+	}
+	if trust := h.opts.TrustKeys; trust != nil {
+		sig, sigErr := readSignature(s.path + signature.Suffix)
+		s.sum += " " + digestOrState(sig, sigErr)
+		if sigErr == nil {
+			s.signer, err = trust.Verify(sum, sig)
+		} else {
+			err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
+		}
+		if err != nil {
+			if r, ok := errors.AsType[*signature.RefusedError](err); ok {
+				s.claimed = r.KeyID
+			}
+			s.err = fmt.Errorf("settings %s: %w", s.path, err)
+		}
+	}
+	return s
 }
 
 // sameSettled reports whether a file looks unchanged since prev was read

@@ -73,7 +73,7 @@ func testRun(ctx context.Context, wasm []byte, in *abi.Input, logger *slog.Logge
 		return nil, Timing{}, err
 	}
 	defer r.close(ctx)
-	m, err := r.loadUnchecked(ctx, wasm, logger)
+	m, err := r.loadUnchecked(ctx, wasm, nil, logger)
 	if err != nil {
 		return nil, Timing{}, err
 	}

@@ -54,6 +54,9 @@ func exportDecide() int32 {
 	if err := json.Unmarshal(buf, &in); err != nil {
 		return fail(fmt.Errorf("sdk: decode input: %w", err))
 	}
+	if err := checkHost(&in); err != nil {
+		return fail(err)
+	}
 	d, err := Decide(&in)
 	if err != nil {
 		return fail(err)

@@ -27,6 +27,10 @@
 #include <wasm_simd128.h>
 
 #define LS_ABI_VERSION 1
+/* LS_ABI_MINOR is the ABI revision this header knows: 1 adds the input's
+ * "settings" (ls_settings) and "abiMinor". A module that needs settings
+ * declares "abiMinor":1 in its info, and hosts before revision 1 refuse it. */
+#define LS_ABI_MINOR 1
 #define LS_PAD 64
 /* Header functions: unused ones are fine and must not warn. */
 #define LS_API static __attribute__((unused))
@@ -431,6 +435,26 @@ LS_API bool ls_skip(ls_json *j) {
 		return true;
 	}
 	return ls_fail(j);
+}
+
+/* ls_settings finds the strategy's settings document (NAME.json beside
+ * NAME.wasm, abi.Input.settings) in the input [in, in+len) and sets *out
+ * to a reader positioned at it (an object: LS_OBJECT(out, k, ...)).
+ * It returns false when the module has no settings or the input does not
+ * parse. The input must be ls_input's (padded) buffer. */
+LS_API bool ls_settings(const uint8_t *in, uint32_t len, ls_json *out) {
+	ls_json j = {in, in + len, false, 0};
+	if (ls_obj_open(&j)) do {
+			ls_key_t k;
+			if (!ls_key(&j, &k)) return false;
+			if (LS_KEYIS(&k, settings)) {
+				ls_ws(&j);
+				*out = j;
+				return *j.p == '{';
+			}
+			if (!ls_skip(&j)) return false;
+		} while (ls_obj_next(&j));
+	return false;
 }
 
 /* ls_end checks that only whitespace follows the top-level value. */
