@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -207,6 +209,10 @@ const EventComponent = "leasehold"
 // (count, lastTimestamp) when the same event repeats within ten minutes.
 // eventType is corev1.EventTypeNormal or corev1.EventTypeWarning.
 func (e *Engine) RecordEvent(ctx context.Context, regarding corev1.ObjectReference, eventType, reason, message string) error {
+	if regarding.UID == "" {
+		// kubectl describe finds an object's events by its uid too.
+		regarding.UID = e.uidOf(ctx, regarding)
+	}
 	k := e.kinds[kindKey("", "events")]
 	s := Scope{Resource: k.res, Version: "v1", Namespace: regarding.Namespace, UserAgent: EventComponent}
 	aggKey := string(regarding.UID) + "\x00" + regarding.Namespace + "\x00" + regarding.Name + "\x00" + eventType + "\x00" + reason + "\x00" + message
@@ -268,4 +274,28 @@ func (e *Engine) rememberEvent(key, name string, at time.Time) {
 	e.events.mu.Lock()
 	e.events.recent[key] = recentEvent{name: name, at: at}
 	e.events.mu.Unlock()
+}
+
+// uidOf reads the uid of a served object a reference names, "" when it
+// cannot.
+func (e *Engine) uidOf(ctx context.Context, ref corev1.ObjectReference) types.UID {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return ""
+	}
+	for _, k := range e.kinds {
+		if k.res.Group != gv.Group || k.res.Kind != ref.Kind || k.isEvent {
+			continue
+		}
+		kv, err := e.store.Get(ctx, k.key(ref.Namespace, ref.Name))
+		if err != nil {
+			return ""
+		}
+		o, err := k.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return ""
+		}
+		return o.GetUID()
+	}
+	return ""
 }
