@@ -123,6 +123,7 @@ func New(opts Options) (*Engine, error) {
 		if err := newFieldManagers(k, tc); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
+		k.res.StorageGroup = k.storageGV.Group
 		e.kinds[kindKey(k.res.Group, k.res.Plural)] = k
 		e.resources = append(e.resources, k.res)
 	}
