@@ -19,8 +19,9 @@ import (
 )
 
 // Events are the one resource any client writes in volume, so the engine
-// bounds them: each expires EventTTL after its last write (kube-apiserver
-// attaches an etcd lease of --event-ttl to every Event write), and beyond
+// bounds them: each expires EventTTL after it was last seen (kube-apiserver
+// attaches an etcd lease of --event-ttl to every Event write; recorders
+// advance lastTimestamp or series.lastObservedTime with each write), and beyond
 // EventMaxCount events or EventMaxBytes of stored events the oldest are
 // deleted, so that a chatty client cannot fill the disk. The bound is
 // enforced by a sweeper woken by the creates that cross it; between two
@@ -177,8 +178,10 @@ func (e *Engine) deleteStoredEvent(ctx context.Context, kv storage.KeyValue) {
 	}
 }
 
-// eventLastWrite is the latest time the event says it was written: its
-// creation, its timestamps and its managedFields entries.
+// eventLastWrite is the latest time the event says it was seen: its
+// creation, lastTimestamp, eventTime and series.lastObservedTime, which
+// every recorder's update of a repeated event advances. (managedFields
+// times would do too, but they come from the field manager's own clock.)
 func eventLastWrite(ev *corev1.Event) time.Time {
 	t := ev.CreationTimestamp.Time
 	later := func(u time.Time) {
@@ -190,11 +193,6 @@ func eventLastWrite(ev *corev1.Event) time.Time {
 	later(ev.EventTime.Time)
 	if ev.Series != nil {
 		later(ev.Series.LastObservedTime.Time)
-	}
-	for _, m := range ev.ManagedFields {
-		if m.Time != nil {
-			later(m.Time.Time)
-		}
 	}
 	return t
 }

@@ -91,6 +91,10 @@ func (versionConvertor) ConvertToVersion(in runtime.Object, target runtime.Group
 	}
 	from := kinds[0]
 	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
+	if gv, isGV := target.(schema.GroupVersion); !ok && isGV {
+		// Event moves between groups (core/v1, events.k8s.io/v1).
+		to, ok = gv.WithKind(from.Kind), true
+	}
 	if !ok {
 		return nil, runtime.NewNotRegisteredErrForTarget(Scheme.Name(), reflect.TypeOf(in), target)
 	}
