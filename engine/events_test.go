@@ -188,4 +188,3 @@ func eventNames(t *testing.T, env *testEnv) []string {
 	}
 	return names
 }
-
