@@ -53,7 +53,7 @@ type Engine struct {
 	log              *slog.Logger
 	bookmarkInterval time.Duration
 
-	kinds     map[string]*kind // by plural
+	kinds     map[groupPlural]*kind
 	resources []*Resource
 	decoded   *decodeCache
 	// undecodable remembers stored values that do not decode.
@@ -87,7 +87,7 @@ func New(opts Options) (*Engine, error) {
 		now:              opts.Now,
 		log:              opts.Logger,
 		bookmarkInterval: opts.BookmarkInterval,
-		kinds:            map[string]*kind{},
+		kinds:            map[groupPlural]*kind{},
 		rvWait:           tooLargeRVWait,
 		nsLifecycle:      opts.NamespaceLifecycle,
 		background:       context.Background(),

@@ -273,9 +273,11 @@ func (k *kind) key(namespace, name string) string {
 	return k.keyPrefix + namespace + "/" + name
 }
 
-// kindKey indexes Engine.kinds: the same plural ("events") is served by
-// more than one group.
-func kindKey(group, plural string) string { return group + "/" + plural }
+// groupPlural indexes Engine.kinds: the same plural ("events") is served
+// by more than one group. A struct, so that a lookup allocates nothing.
+type groupPlural struct{ group, plural string }
+
+func kindKey(group, plural string) groupPlural { return groupPlural{group, plural} }
 
 // listPrefix is the storage prefix for a namespace ("" for all).
 func (k *kind) listPrefix(namespace string) string {
