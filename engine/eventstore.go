@@ -205,11 +205,15 @@ const EventComponent = "leasehold"
 // (source component "leasehold"), the way client-go's EventRecorder does:
 // a core/v1 Event in the object's namespace, folded into the previous one
 // (count, lastTimestamp) when the same event repeats within ten minutes.
-// eventType is corev1.EventTypeNormal or corev1.EventTypeWarning.
+// eventType is corev1.EventTypeNormal or corev1.EventTypeWarning. A
+// reference without a uid gets the object's: kubectl describe finds an
+// object's events by uid. When the object does not exist, nothing is
+// recorded and the error is ErrNoSuchObject.
 func (e *Engine) RecordEvent(ctx context.Context, regarding corev1.ObjectReference, eventType, reason, message string) error {
 	if regarding.UID == "" {
-		// kubectl describe finds an object's events by its uid too.
-		regarding.UID = e.uidOf(ctx, regarding)
+		if regarding.UID = e.uidOf(ctx, regarding); regarding.UID == "" {
+			return ErrNoSuchObject
+		}
 	}
 	k := e.kinds[kindKey("", "events")]
 	s := Scope{Resource: k.res, Version: "v1", Namespace: regarding.Namespace, UserAgent: EventComponent}
@@ -264,6 +268,10 @@ func (e *Engine) RecordEvent(ctx context.Context, regarding corev1.ObjectReferen
 	e.rememberEvent(aggKey, out.(*corev1.Event).Name, now)
 	return nil
 }
+
+// ErrNoSuchObject: RecordEvent's object does not exist (or is not one the
+// engine serves).
+var ErrNoSuchObject = errors.New("record event: no such object")
 
 // errEventGone: the event to fold into expired or was deleted.
 var errEventGone = errors.New("event gone")

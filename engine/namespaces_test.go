@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -180,8 +181,11 @@ func TestNamespaceFieldSelector(t *testing.T) {
 func TestRecordEventFillsUIDAndAggregates(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := context.Background()
-	l := env.mustCreate(t, "default", newLease("l"))
 	ref := corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: "default", Name: "l"}
+	if err := env.e.RecordEvent(ctx, ref, corev1.EventTypeNormal, "Elected", "granted to a"); !errors.Is(err, ErrNoSuchObject) {
+		t.Fatalf("event on a missing lease: %v", err)
+	}
+	l := env.mustCreate(t, "default", newLease("l"))
 	for range 3 {
 		if err := env.e.RecordEvent(ctx, ref, corev1.EventTypeNormal, "Elected", "granted to a"); err != nil {
 			t.Fatal(err)
