@@ -60,8 +60,8 @@ var serveCommand = cli.Command{
 }
 
 const serveAbout = `Serves the Kubernetes Lease API (coordination.k8s.io: Leases and
-LeaseCandidates), discovery, OpenAPI, health, metrics and the web UI from
-one process, with the database in --data-dir (or etcd, --storage etcd). It
+LeaseCandidates, with the Namespaces and Events clients expect), discovery,
+OpenAPI, health, metrics and the web UI from one process, with the database in --data-dir (or etcd, --storage etcd). It
 runs the coordinated leader-election controller with the strategy modules of
 --plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
 command, or with flags only, is "leasehold serve".`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -253,14 +254,53 @@ func (e *Engine) createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
-// ensureDefaultNamespaces creates the namespaces every cluster has.
+// ensureDefaultNamespaces creates the namespaces every cluster has, and
+// those that hold objects without a Namespace (written before namespaces
+// were managed, or by an engine that does not manage them), so that
+// `kubectl get ns` lists them and they can be deleted.
 func (e *Engine) ensureDefaultNamespaces(ctx context.Context) error {
-	for _, name := range DefaultNamespaces {
+	names := append([]string(nil), DefaultNamespaces...)
+	seen := map[string]bool{}
+	for _, k := range e.kindsInOrder() {
+		if !k.res.Namespaced || seen[k.keyPrefix] {
+			continue
+		}
+		seen[k.keyPrefix] = true
+		inUse, err := e.namespacesIn(ctx, k.keyPrefix)
+		if err != nil {
+			return err
+		}
+		names = append(names, inUse...)
+	}
+	for _, name := range names {
 		if err := e.createNamespace(ctx, name); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// namespacesIn lists the namespaces that hold keys under prefix, reading
+// one key per namespace: the next namespace's keys start after
+// "<ns>0" ('0' follows '/').
+func (e *Engine) namespacesIn(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	start := prefix
+	for {
+		res, err := e.store.List(ctx, prefix, storage.ListOptions{StartKey: start, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("listing namespaces in use: %w", err)
+		}
+		if len(res.KVs) == 0 {
+			return out, nil
+		}
+		ns, _, ok := strings.Cut(res.KVs[0].Key[len(prefix):], "/")
+		if !ok || ns == "" {
+			return out, nil // not a namespaced key: nothing more to learn
+		}
+		out = append(out, ns)
+		start = prefix + ns + "0"
+	}
 }
 
 // deleteNamespace is the Namespace REST storage's Delete: the first

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -202,4 +203,41 @@ func TestRecordEventFillsUIDAndAggregates(t *testing.T) {
 		!items[0].LastTimestamp.Time.Equal(items[0].FirstTimestamp.Add(2*time.Second)) {
 		t.Fatalf("events %+v", items)
 	}
+}
+
+// TestNamespacesOfExistingContent: objects stored in namespaces without a
+// Namespace get one when the engine starts managing namespaces.
+func TestNamespacesOfExistingContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	ctx := context.Background()
+	st, err := boltdb.Open(ctx, path, boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmanaged, err := New(Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &testEnv{e: unmanaged}
+	for _, ns := range []string{"a", "b", "b0", "c"} {
+		env.mustCreate(t, ns, newLease("l1"))
+		env.mustCreate(t, ns, newLease("l2"))
+	}
+	managed, err := New(Options{Store: st, NamespaceLifecycle: NamespacesStrict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = &testEnv{e: managed}
+	out, err := managed.List(ctx, env.namespaces(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range out.(*corev1.NamespaceList).Items {
+		names = append(names, n.Name)
+	}
+	if want := []string{"a", "b", "b0", "c", "default", "kube-node-lease", "kube-public", "kube-system"}; !slices.Equal(names, want) {
+		t.Errorf("namespaces %q, want %q", names, want)
+	}
+	_ = st.Close()
 }
