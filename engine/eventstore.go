@@ -133,6 +133,7 @@ func (e *Engine) sweepEvents(ctx context.Context) error {
 	k := e.kinds[kindKey("", "events")]
 	now := e.now()
 	var keep []storedEvent
+	var expired []storage.KeyValue
 	var bytes int64
 	for _, kv := range res.KVs {
 		o, err := k.decode(kv.Value, kv.ModRevision)
@@ -141,25 +142,28 @@ func (e *Engine) sweepEvents(ctx context.Context) error {
 		}
 		last := eventLastWrite(o.(*corev1.Event))
 		if now.Sub(last) >= e.events.ttl {
-			e.deleteStoredEvent(ctx, kv)
+			expired = append(expired, kv)
 			continue
 		}
 		keep = append(keep, storedEvent{kv: kv, lastSeen: last})
 		bytes += int64(len(kv.Value))
 	}
+	e.deleteStoredEvents(ctx, expired)
 	if len(keep) > e.events.maxCount || bytes > e.events.maxBytes {
 		sort.Slice(keep, func(i, j int) bool { return keep[i].lastSeen.Before(keep[j].lastSeen) })
 		wantCount := int(float64(e.events.maxCount) * eventLowWater)
 		wantBytes := int64(float64(e.events.maxBytes) * eventLowWater)
 		dropped := 0
+		var oldest []storage.KeyValue
 		for _, se := range keep {
 			if len(keep)-dropped <= wantCount && bytes <= wantBytes {
 				break
 			}
-			e.deleteStoredEvent(ctx, se.kv)
+			oldest = append(oldest, se.kv)
 			dropped++
 			bytes -= int64(len(se.kv.Value))
 		}
+		e.deleteStoredEvents(ctx, oldest)
 		if dropped > 0 {
 			e.log.InfoContext(ctx, "Deleted the oldest events beyond the event bounds", "deleted", dropped,
 				"maxCount", e.events.maxCount, "maxBytes", e.events.maxBytes)
@@ -171,11 +175,39 @@ func (e *Engine) sweepEvents(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) deleteStoredEvent(ctx context.Context, kv storage.KeyValue) {
-	if _, _, err := e.store.Delete(ctx, kv.Key, kv.ModRevision); err != nil &&
-		!errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) {
-		e.log.WarnContext(ctx, "Deleting an event", "key", kv.Key, "error", err)
+// deleteStoredEvents deletes events as they were read (an event
+// rewritten since is left for the next sweep), several at a time so that
+// the deletes share the store's group commits.
+func (e *Engine) deleteStoredEvents(ctx context.Context, kvs []storage.KeyValue) {
+	parallel(ctx, len(kvs), func(i int) {
+		kv := kvs[i]
+		if _, _, err := e.store.Delete(ctx, kv.Key, kv.ModRevision); err != nil &&
+			!errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
+			e.log.WarnContext(ctx, "Deleting an event", "key", kv.Key, "error", err)
+		}
+	})
+}
+
+// deleteParallelism is how many deletes the engine's own clean-ups
+// (expired events, a namespace's content) have in flight.
+const deleteParallelism = 32
+
+// parallel runs fn(0..n-1) on up to deleteParallelism goroutines.
+func parallel(ctx context.Context, n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, deleteParallelism) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
 	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // eventLastWrite is the latest time the event says it was seen: its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -439,15 +440,24 @@ func (e *Engine) deleteNamespaceContent(ctx context.Context, namespace string) (
 		if err != nil {
 			return 0, storageError(err)
 		}
-		for _, kv := range res.KVs {
-			name := kv.Key[len(k.listPrefix(namespace)):]
+		var mu sync.Mutex
+		var firstErr error
+		parallel(ctx, len(res.KVs), func(i int) {
+			name := res.KVs[i].Key[len(k.listPrefix(namespace)):]
 			_, deleted, err := e.deleteOne(ctx, k, namespace, name, &metav1.DeleteOptions{})
+			mu.Lock()
+			defer mu.Unlock()
 			switch {
 			case err != nil && !apierrors.IsNotFound(err):
-				return 0, err
+				if firstErr == nil {
+					firstErr = err
+				}
 			case err == nil && !deleted:
 				left++
 			}
+		})
+		if firstErr != nil {
+			return 0, firstErr
 		}
 	}
 	return left, nil
