@@ -410,7 +410,10 @@ func (e *Engine) finalizeNamespace(ctx context.Context, name string) {
 	backoff := 50 * time.Millisecond
 	for {
 		left, err := e.deleteNamespaceContent(ctx, name)
-		if err == nil && left == 0 {
+		if err == nil {
+			e.setNamespaceConditions(ctx, name, left)
+		}
+		if err == nil && left.count() == 0 {
 			if err = e.removeNamespaceFinalizer(ctx, name); err == nil {
 				return
 			}
@@ -429,7 +432,8 @@ func (e *Engine) finalizeNamespace(ctx context.Context, name string) {
 
 // deleteNamespaceContent deletes the namespace's objects of every
 // namespaced kind and reports how many are still there.
-func (e *Engine) deleteNamespaceContent(ctx context.Context, namespace string) (left int, _ error) {
+func (e *Engine) deleteNamespaceContent(ctx context.Context, namespace string) (left remaining, _ error) {
+	left = remaining{resources: map[string]int{}, finalizers: map[string]int{}}
 	seen := map[string]bool{}
 	for _, k := range e.kindsInOrder() {
 		if !k.res.Namespaced || seen[k.keyPrefix] {
@@ -438,13 +442,13 @@ func (e *Engine) deleteNamespaceContent(ctx context.Context, namespace string) (
 		seen[k.keyPrefix] = true
 		res, err := e.store.List(ctx, k.listPrefix(namespace), storage.ListOptions{})
 		if err != nil {
-			return 0, storageError(err)
+			return left, storageError(err)
 		}
 		var mu sync.Mutex
 		var firstErr error
 		parallel(ctx, len(res.KVs), func(i int) {
 			name := res.KVs[i].Key[len(k.listPrefix(namespace)):]
-			_, deleted, err := e.deleteOne(ctx, k, namespace, name, &metav1.DeleteOptions{})
+			out, deleted, err := e.deleteOne(ctx, k, namespace, name, &metav1.DeleteOptions{})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -453,11 +457,14 @@ func (e *Engine) deleteNamespaceContent(ctx context.Context, namespace string) (
 					firstErr = err
 				}
 			case err == nil && !deleted:
-				left++
+				left.resources[k.gr.String()]++
+				for _, f := range out.GetFinalizers() {
+					left.finalizers[f]++
+				}
 			}
 		})
 		if firstErr != nil {
-			return 0, firstErr
+			return left, firstErr
 		}
 	}
 	return left, nil
@@ -530,4 +537,85 @@ func (e *Engine) kindsInOrder() []*kind {
 		out = append(out, e.kinds[kindKey(r.Group, r.Plural)])
 	}
 	return out
+}
+
+// remaining is what a finalization pass left in a namespace: objects per
+// resource and the finalizers holding them.
+type remaining struct {
+	resources, finalizers map[string]int
+}
+
+func (r remaining) count() (n int) {
+	for _, c := range r.resources {
+		n += c
+	}
+	return n
+}
+
+// setNamespaceConditions writes the namespace controller's conditions, so
+// that `kubectl describe namespace` tells what a Terminating namespace
+// waits for. Failures are left to the next pass.
+func (e *Engine) setNamespaceConditions(ctx context.Context, name string, left remaining) {
+	now := metav1.NewTime(e.now())
+	cond := func(t corev1.NamespaceConditionType, status corev1.ConditionStatus, reason, msg string) corev1.NamespaceCondition {
+		return corev1.NamespaceCondition{Type: t, Status: status, LastTransitionTime: now, Reason: reason, Message: msg}
+	}
+	summary := func(m map[string]int, format string) string {
+		var parts []string
+		for k, n := range m {
+			parts = append(parts, fmt.Sprintf(format, k, n))
+		}
+		slices.Sort(parts)
+		return strings.Join(parts, ", ")
+	}
+	conds := []corev1.NamespaceCondition{
+		cond(corev1.NamespaceDeletionDiscoveryFailure, corev1.ConditionFalse, "ResourcesDiscovered", "All resources successfully discovered"),
+		cond(corev1.NamespaceDeletionGVParsingFailure, corev1.ConditionFalse, "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+		cond(corev1.NamespaceDeletionContentFailure, corev1.ConditionFalse, "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
+		cond(corev1.NamespaceContentRemaining, corev1.ConditionFalse, "ContentRemoved", "All content successfully removed"),
+		cond(corev1.NamespaceFinalizersRemaining, corev1.ConditionFalse, "ContentHasNoFinalizers", "All content-preserving finalizers finished"),
+	}
+	if left.count() > 0 {
+		conds[3] = cond(corev1.NamespaceContentRemaining, corev1.ConditionTrue, "SomeResourcesRemain",
+			"Some resources are remaining: "+summary(left.resources, "%s has %d resource instances"))
+	}
+	if len(left.finalizers) > 0 {
+		conds[4] = cond(corev1.NamespaceFinalizersRemaining, corev1.ConditionTrue, "SomeFinalizersRemain",
+			"Some content in the namespace has finalizers remaining: "+summary(left.finalizers, "%s in %d resource instances"))
+	}
+	k := e.nsKind()
+	key := k.key("", name)
+	kv, err := e.store.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	cur, err := k.decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return
+	}
+	ns := cur.(*corev1.Namespace).DeepCopy()
+	changed := len(ns.Status.Conditions) != len(conds)
+	for i := range conds {
+		if changed {
+			break
+		}
+		old := ns.Status.Conditions[i]
+		if old.Type != conds[i].Type || old.Status != conds[i].Status || old.Reason != conds[i].Reason || old.Message != conds[i].Message {
+			changed = true
+		}
+	}
+	if !changed {
+		return // same conditions: no write, no event
+	}
+	for i := range conds {
+		for _, old := range ns.Status.Conditions {
+			if old.Type == conds[i].Type && old.Status == conds[i].Status {
+				conds[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	ns.Status.Conditions = conds
+	if data, err := k.encode(ns); err == nil {
+		_, _ = e.store.Update(ctx, key, data, kv.ModRevision) // a conflict: the next pass writes them
+	}
 }

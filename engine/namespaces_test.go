@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,29 @@ func TestNamespaceDeletionRemovesContent(t *testing.T) {
 	})
 	if ns, err := env.getNamespace(t, "team-a"); err != nil || ns.Status.Phase != corev1.NamespaceTerminating {
 		t.Fatalf("namespace while a lease holds it: %v %+v", err, ns)
+	}
+	// The conditions say what it waits for, as the namespace controller's.
+	var conds []corev1.NamespaceCondition
+	waitGone(t, "conditions naming the held lease", func() error {
+		ns, err := env.getNamespace(t, "team-a")
+		if err != nil {
+			return err
+		}
+		conds = ns.Status.Conditions
+		for _, c := range conds {
+			if c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue {
+				return apierrors.NewNotFound(corev1.Resource("namespaces"), "")
+			}
+		}
+		return nil
+	})
+	var msgs []string
+	for _, c := range conds {
+		msgs = append(msgs, string(c.Type)+"="+string(c.Status)+": "+c.Message)
+	}
+	if got := strings.Join(msgs, "\n"); !strings.Contains(got, "NamespaceContentRemaining=True: Some resources are remaining: leases.coordination.k8s.io has 1 resource instances") ||
+		!strings.Contains(got, "NamespaceFinalizersRemaining=True: Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances") {
+		t.Errorf("conditions:\n%s", got)
 	}
 	held := env.mustGet(t, "team-a", "held")
 	held.Finalizers = nil
