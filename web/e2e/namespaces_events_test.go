@@ -38,6 +38,51 @@ func TestE2ENamespacesKubectl(t *testing.T) {
 		}
 	}
 	k.wantOutput("namespace/team-a created\n", "create", "namespace", "team-a")
+	// Every way of changing a namespace kubectl has.
+	nsFile := writeFile(t, dir, "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-c\n  labels:\n    team: c\n")
+	k.wantOutput("namespace/team-c serverside-applied\n", "apply", "--server-side", "-f", nsFile)
+	k.wantOutput("namespace/team-c labeled\n", "label", "ns", "team-c", "tier=1")
+	k.wantOutput("namespace/team-c annotated\n", "annotate", "ns", "team-c", "note=x")
+	k.wantOutput("namespace/team-c patched\n", "patch", "ns", "team-c", "--type=json", "-p", `[{"op":"add","path":"/metadata/labels/json","value":"1"}]`)
+	k.wantOutput("namespace/team-c patched\n", "patch", "ns", "team-c", "--type=merge", "-p", `{"metadata":{"labels":{"merge":"1"}}}`)
+	k.wantOutput("namespace/team-c patched\n", "patch", "ns", "team-c", "-p", `{"metadata":{"labels":{"strategic":"1"}}}`)
+	k.wantOutput("c 1 1 1 1 team-c x", "get", "ns", "team-c", "-o",
+		"jsonpath={.metadata.labels.team} {.metadata.labels.tier} {.metadata.labels.json} {.metadata.labels.merge} {.metadata.labels.strategic} {.metadata.labels.kubernetes\\.io/metadata\\.name} {.metadata.annotations.note}")
+	lines, stopWatch := k.streamLines("get", "ns", "team-c", "--watch", "--output-watch-events", "--no-headers")
+	var seen []string
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatalf("kubectl get ns --watch ended at once: %s", stopWatch())
+		}
+		seen = append(seen, strings.Join(strings.Fields(line)[:3], " "))
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kubectl get ns --watch printed nothing in 20s: %s", stopWatch())
+	}
+	k.wantOutput("namespace \"team-c\" deleted\n", "delete", "ns", "team-c", "--wait=false")
+	// An empty namespace may be gone before kubectl wait looks: it then
+	// prints nothing.
+	k.ok("wait", "--for=delete", "namespace/team-c", "--timeout=20s")
+	deadline := time.After(20 * time.Second)
+watching:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break watching
+			}
+			seen = append(seen, strings.Join(strings.Fields(line)[:3], " "))
+			if strings.HasPrefix(line, "DELETED") {
+				break watching
+			}
+		case <-deadline:
+			break watching
+		}
+	}
+	stopWatch()
+	if got := strings.Join(seen, ", "); !strings.HasPrefix(got, "ADDED team-c Active") || !strings.Contains(got, "MODIFIED team-c Terminating") || !strings.HasSuffix(got, "DELETED team-c Terminating") {
+		t.Errorf("kubectl get ns --watch: %s", got)
+	}
 	k.wantOutput("Active kubernetes team-a", "get", "ns", "team-a", "-o", "jsonpath={.status.phase} {.spec.finalizers[0]} {.metadata.labels.kubernetes\\.io/metadata\\.name}")
 
 	lease := func(name, extra string) string {
@@ -74,11 +119,18 @@ func TestE2ENamespacesKubectl(t *testing.T) {
 		out := k.ok("get", "lease", "-n", "team-a", "-o", "name")
 		return out == "lease.coordination.k8s.io/held\n", out
 	})
+	out = k.ok("describe", "namespace", "team-a")
+	for _, want := range []string{"Status:       Terminating", "NamespaceFinalizersRemaining", "example.com/hold in 1 resource instances"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl describe of the terminating namespace lacks %q:\n%s", want, out)
+		}
+	}
 	k.ok("patch", "lease", "held", "-n", "team-a", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-	eventually(t, 20*time.Second, "namespace team-a gone", func() (bool, string) {
-		code, out, errOut := k.run("get", "ns", "team-a")
-		return code != 0 && strings.Contains(errOut, `namespaces "team-a" not found`), out + errOut
-	})
+	k.wantOutput("namespace/team-a condition met\n", "wait", "--for=delete", "namespace/team-a", "--timeout=20s")
+	code, _, errOut = k.run("get", "ns", "team-a")
+	if code == 0 || !strings.Contains(errOut, `namespaces "team-a" not found`) {
+		t.Errorf("get of the deleted namespace: %d %s", code, errOut)
+	}
 	_, out, errOut = k.run("get", "lease", "-n", "team-a")
 	if strings.TrimSpace(out) != "" || !strings.Contains(errOut, "No resources found in team-a namespace.") {
 		t.Errorf("leases of the deleted namespace: %q %q", out, errOut)
