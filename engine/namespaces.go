@@ -31,9 +31,11 @@ const (
 	// as the unit tests and embedders without namespaces use it. A
 	// terminating namespace still refuses new content.
 	NamespacesUnmanaged NamespaceLifecycle = ""
-	// NamespacesImplicit creates a missing namespace the first time
-	// something is written into it: leasehold's zero-configuration
-	// behaviour, where a write into a namespace nobody created succeeds.
+	// NamespacesImplicit creates a missing namespace the first time a
+	// Lease or LeaseCandidate is written into it: leasehold's
+	// zero-configuration behaviour, where a write into a namespace nobody
+	// created succeeds. An Event into a missing namespace is a 404, as
+	// with NamespacesStrict.
 	NamespacesImplicit NamespaceLifecycle = "implicit"
 	// NamespacesStrict is kube-apiserver's NamespaceLifecycle admission: a
 	// create into a missing namespace is a 404 `namespaces "x" not found`.
@@ -218,10 +220,12 @@ func (e *Engine) admitCreate(ctx context.Context, k *kind, namespace string, o o
 	case !errors.Is(err, storage.ErrNotFound):
 		return storageError(err)
 	}
-	switch e.nsLifecycle {
-	case NamespacesStrict:
+	switch {
+	case e.nsLifecycle == NamespacesStrict, e.nsLifecycle == NamespacesImplicit && k.isEvent:
+		// Events never create a namespace: an event recorded late about
+		// an object of a deleted namespace must not bring it back.
 		return apierrors.NewNotFound(namespacesResource, namespace)
-	case NamespacesImplicit:
+	case e.nsLifecycle == NamespacesImplicit:
 		if dryRun {
 			return nil
 		}

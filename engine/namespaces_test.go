@@ -77,6 +77,9 @@ func TestNamespaceDefaultsAndImplicitCreation(t *testing.T) {
 	if ns, err := env.getNamespace(t, "team-a"); err != nil || ns.Status.Phase != corev1.NamespaceActive {
 		t.Fatalf("implicit namespace: %v %+v", err, ns)
 	}
+	// An event does not create its namespace.
+	_, err = env.e.Create(ctx, env.coreEvents("gone"), coreEvent("e", "gone"), nil)
+	wantStatus(t, err, 404, metav1.StatusReasonNotFound, `namespaces "gone" not found`)
 	// The namespace's own fields are not the client's to write.
 	ns, _ := env.getNamespace(t, "team-a")
 	ns.Spec.Finalizers = nil

@@ -180,22 +180,27 @@ func TestE2ENamespaceLifecycleStrict(t *testing.T) {
 		"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: l\n"))
 }
 
-// TestE2ELeaderElectorRecordsEvents runs client-go's LeaderElector with an
-// EventRecorder (the legacy core/v1 broadcaster, as controller-manager and
-// most operators wire it) and an events.k8s.io/v1 recorder, then reads
-// the events back with kubectl get events and kubectl describe lease.
+// TestE2ELeaderElectorRecordsEvents is the script for a real
+// cluster, run unchanged: create a namespace, run client-go's
+// LeaderElector with an EventRecorder (the legacy core/v1 broadcaster, as
+// controller-manager and most operators wire it) and an events.k8s.io/v1
+// recorder, inspect with kubectl get events, describe lease and auth
+// can-i, then delete the namespace, which takes the lease and events.
 func TestE2ELeaderElectorRecordsEvents(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)
 	k := newKubectl(t, ts)
 	cs := clientset(t, restConfig(t, ts, wireProtobuf))
+	k.wantOutput("namespace/demo created\n", "create", "namespace", "demo")
+	k.wantOutput("yes\n", "auth", "can-i", "create", "events", "-n", "demo")
+	k.wantOutput("yes\n", "auth", "can-i", "update", "leases.coordination.k8s.io", "-n", "demo")
 
 	broadcaster := clientrecord.NewBroadcaster()
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "e2e-operator"})
 
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, "default", "operator-lock", cs.CoreV1(), cs.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, "demo", "operator-lock", cs.CoreV1(), cs.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: "operator-0", EventRecorder: recorder})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +231,7 @@ func TestE2ELeaderElectorRecordsEvents(t *testing.T) {
 	eb := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	eb.StartRecordingToSink(ctx.Done())
 	defer eb.Shutdown()
-	l, err := cs.CoordinationV1().Leases("default").Get(ctx, "operator-lock", metav1.GetOptions{})
+	l, err := cs.CoordinationV1().Leases("demo").Get(ctx, "operator-lock", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,16 +239,16 @@ func TestE2ELeaderElectorRecordsEvents(t *testing.T) {
 	eb.NewRecorder(scheme.Scheme, "e2e-operator").Eventf(l, nil, corev1.EventTypeNormal, "Reconciled", "Reconcile", "reconciled %d objects", 3)
 
 	eventually(t, 20*time.Second, "both events recorded", func() (bool, string) {
-		out := k.ok("get", "events", "-n", "default", "--field-selector", "involvedObject.name=operator-lock", "-o", "custom-columns=REASON:.reason,MSG:.message", "--no-headers")
+		out := k.ok("get", "events", "-n", "demo", "--field-selector", "involvedObject.name=operator-lock", "-o", "custom-columns=REASON:.reason,MSG:.message", "--no-headers")
 		return strings.Contains(out, "operator-0 became leader") && strings.Contains(out, "reconciled 3 objects"), out
 	})
-	out := k.ok("describe", "lease", "operator-lock", "-n", "default")
+	out := k.ok("describe", "lease", "operator-lock", "-n", "demo")
 	for _, want := range []string{"Events:", "LeaderElection", "operator-0 became leader", "Reconciled", "reconciled 3 objects"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl describe lease lacks %q:\n%s", want, out)
 		}
 	}
-	out = k.ok("get", "events.v1.events.k8s.io", "-n", "default", "--field-selector", "regarding.name=operator-lock,reason=Reconciled", "-o", "jsonpath={.items[*].note}")
+	out = k.ok("get", "events.v1.events.k8s.io", "-n", "demo", "--field-selector", "regarding.name=operator-lock,reason=Reconciled", "-o", "jsonpath={.items[*].note}")
 	if out != "reconciled 3 objects" {
 		t.Errorf("events.k8s.io/v1 view: %q", out)
 	}
@@ -255,6 +260,14 @@ func TestE2ELeaderElectorRecordsEvents(t *testing.T) {
 	}
 	cancel()
 	<-done
+	// kubectl delete waits for the namespace to go, with its content.
+	k.wantOutput("namespace \"demo\" deleted\n", "delete", "namespace", "demo", "--timeout=30s")
+	for _, what := range []string{"leases", "events"} {
+		code, out, errOut := k.run("get", what, "-n", "demo")
+		if code != 0 || out != "" || !strings.Contains(errOut, "No resources found in demo namespace.") {
+			t.Errorf("%s of the deleted namespace: %d %q %q", what, code, out, errOut)
+		}
+	}
 }
 
 // TestE2EServerEventsTellTheElection: the election controller records its
