@@ -60,8 +60,8 @@ var serveCommand = cli.Command{
 }
 
 const serveAbout = `Serves the Kubernetes Lease API (coordination.k8s.io: Leases and
-LeaseCandidates), discovery, OpenAPI, health, metrics and the web UI from
-one process, with the database in --data-dir (or etcd, --storage etcd). It
+LeaseCandidates, with the Namespaces and Events clients expect), discovery,
+OpenAPI, health, metrics and the web UI from one process, with the database in --data-dir (or etcd, --storage etcd). It
 runs the coordinated leader-election controller with the strategy modules of
 --plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
 command, or with flags only, is "leasehold serve".`
@@ -80,6 +80,13 @@ type serveConfig struct {
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
 	ShutdownDelay  time.Duration
+
+	// NamespaceLifecycle is --namespace-lifecycle (implicit or strict).
+	NamespaceLifecycle engine.NamespaceLifecycle
+	// EventTTL, EventMaxCount and EventMaxBytes bound the stored Events.
+	EventTTL      time.Duration
+	EventMaxCount int
+	EventMaxBytes int
 
 	// PluginTrustKeys are the files of public keys whose signatures make
 	// a plugins-directory module loadable (empty: no verification).
@@ -103,6 +110,10 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
+	nsLifecycle := fs.String("namespace-lifecycle", string(engine.NamespacesImplicit), "what a create into a missing namespace does: \"implicit\" creates the namespace, \"strict\" answers 404 namespaces \"x\" not found as kube-apiserver")
+	fs.DurationVar(&cfg.EventTTL, "event-ttl", engine.DefaultEventTTL, "how long an Event is kept after its last write")
+	fs.IntVar(&cfg.EventMaxCount, "event-max-count", engine.DefaultEventMaxCount, "most Events stored; beyond it the oldest are deleted")
+	fs.IntVar(&cfg.EventMaxBytes, "event-max-bytes", engine.DefaultEventMaxBytes, "most `bytes` of stored Events; beyond it the oldest are deleted")
 	cfg.Storage.RegisterFlags(fs.FlagSet)
 	cfg.Security = security.RegisterFlags(fs.FlagSet)
 	cfg.Limits.RegisterFlags(fs.FlagSet)
@@ -112,6 +123,13 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	if err := cfg.Observability.Validate(); err != nil {
 		return cfg, err
+	}
+	var err error
+	if cfg.NamespaceLifecycle, err = engine.ParseNamespaceLifecycle(*nsLifecycle); err != nil {
+		return cfg, fmt.Errorf("invalid --namespace-lifecycle: %w", err)
+	}
+	if cfg.EventTTL <= 0 || cfg.EventMaxCount <= 0 || cfg.EventMaxBytes <= 0 {
+		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("invalid --listen %q: %w", cfg.Listen, err)
@@ -179,9 +197,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}()
 
 	eng, err := engine.New(engine.Options{Store: store, Logger: logger.With("component", "engine"),
-		WatchQueueBytes: int64(cfg.Limits.WatchQueueBytes), WatchQueueBytesTotal: int64(cfg.Limits.WatchQueueBytesTotal)})
+		WatchQueueBytes: int64(cfg.Limits.WatchQueueBytes), WatchQueueBytesTotal: int64(cfg.Limits.WatchQueueBytesTotal),
+		NamespaceLifecycle: cfg.NamespaceLifecycle,
+		EventTTL:           cfg.EventTTL, EventMaxCount: cfg.EventMaxCount, EventMaxBytes: int64(cfg.EventMaxBytes)})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		return err
 	}
 
 	// Strategy modules: the embedded built-ins are compiled (from the disk

@@ -50,12 +50,15 @@ type Resource struct {
 	ListKind string // "LeaseList"
 	Plural   string // "leases"
 	Singular string // "lease"
-	// Namespaced is true for every resource leasehold serves today.
+	// Namespaced is false for Namespace, the one cluster-scoped resource.
 	Namespaced bool
 	// Versions are the served versions, most preferred first.
 	Versions []ServedVersion
-	// StorageVersion is the version objects are persisted in.
+	// StorageVersion is the version objects are persisted in, in
+	// StorageGroup: Group, but for events.k8s.io Events, stored as core/v1
+	// Events (discovery's storageVersionHash names it).
 	StorageVersion string
+	StorageGroup   string
 	// Verbs are the discovery verbs, sorted.
 	Verbs []string
 	// ShortNames and Categories for discovery (empty upstream for both kinds).

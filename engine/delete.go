@@ -41,7 +41,13 @@ func (e *Engine) delete(ctx context.Context, s Scope, name string, opts *metav1.
 	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
 		return nil, false, optionsInvalid("DeleteOptions", errs)
 	}
-	out, deleted, err := e.deleteOne(ctx, k, s.Namespace, name, opts)
+	var out object
+	var deleted bool
+	if k == e.nsKind() {
+		out, deleted, err = e.deleteNamespace(ctx, k, name, opts)
+	} else {
+		out, deleted, err = e.deleteOne(ctx, k, s.Namespace, name, opts)
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -28,7 +28,7 @@ func (e *Engine) deleteCollection(ctx context.Context, s Scope, listOpts *metav1
 	if s.Namespace == "" {
 		return nil, methodNotAllowed()
 	}
-	q, err := parseListOptions(listOpts, false)
+	q, err := parseListOptions(k, listOpts, false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package engine holds leasehold's Kubernetes semantics: the served
-// resources (Lease, LeaseCandidate), object metadata handling, validation,
+// resources (Lease, LeaseCandidate, Namespace, Event in core/v1 and
+// events.k8s.io/v1), object metadata handling, validation,
 // resourceVersion and preconditions, patches and server-side apply,
 // managedFields, label and field selectors, pagination, watches with
 // bookmarks, and Table conversion.
@@ -16,13 +17,19 @@
 package engine
 
 // Deliberate differences from kube-apiserver, because leasehold serves
-// only coordination.k8s.io:
+// only coordination.k8s.io and what clients of it need (namespaces.go,
+// events.go, eventstore.go):
 //
-//   - Namespaces are implicit. There are no Namespace objects, so a write
-//     into any namespace whose name is a valid DNS-1123 label succeeds
-//     (an invalid one fails ObjectMeta validation with 422) where
-//     kube-apiserver answers 404 `namespaces "x" not found` for a
-//     namespace that does not exist.
+//   - With NamespacesImplicit (serve's default), a write into a missing
+//     namespace creates it where kube-apiserver answers 404
+//     `namespaces "x" not found`; NamespacesStrict answers the 404. The
+//     engine plays kube-controller-manager's namespace controller itself:
+//     a deleted namespace is Terminating while its leases, candidates and
+//     events are deleted, then goes. Namespace conditions and the status
+//     and finalize subresources are not served.
+//   - Events expire EventTTL after they were last seen (lastTimestamp,
+//     series), not after their last write, and beyond EventMaxCount or
+//     EventMaxBytes the oldest are deleted.
 //   - There is no garbage collector. A delete with propagationPolicy
 //     Orphan or Foreground stores the object with deletionTimestamp and the
 //     orphan/foregroundDeletion finalizer (watchers see MODIFIED, the

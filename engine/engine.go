@@ -32,6 +32,18 @@ type Options struct {
 	// watches together (DefaultWatchQueueBytesTotal). A watch that falls
 	// behind beyond them is closed and its client re-watches.
 	WatchQueueBytes, WatchQueueBytesTotal int64
+	// NamespaceLifecycle is what a create into a missing namespace does
+	// (NamespacesImplicit, NamespacesStrict); the zero value manages no
+	// namespaces. With a policy, New creates DefaultNamespaces.
+	NamespaceLifecycle NamespaceLifecycle
+	// EventTTL is how long an Event lives after its last write
+	// (DefaultEventTTL, kube-apiserver's --event-ttl).
+	EventTTL time.Duration
+	// EventMaxCount and EventMaxBytes bound the stored Events: beyond
+	// either, the oldest are deleted (DefaultEventMaxCount,
+	// DefaultEventMaxBytes).
+	EventMaxCount int
+	EventMaxBytes int64
 }
 
 // Engine implements API on top of a storage.Interface.
@@ -41,7 +53,7 @@ type Engine struct {
 	log              *slog.Logger
 	bookmarkInterval time.Duration
 
-	kinds     map[string]*kind // by plural
+	kinds     map[groupPlural]*kind
 	resources []*Resource
 	decoded   *decodeCache
 	// undecodable remembers stored values that do not decode.
@@ -53,6 +65,14 @@ type Engine struct {
 	watchBudget *watchBudget
 	// rvWait is how long reads wait for a future resourceVersion.
 	rvWait time.Duration
+
+	nsLifecycle NamespaceLifecycle
+	// background carries the engine's own work (namespace finalization,
+	// event expiry); Start replaces it with its context.
+	background   context.Context
+	finalizingMu sync.Mutex
+	finalizing   map[string]bool
+	events       eventStore
 }
 
 var _ API = (*Engine)(nil)
@@ -67,9 +87,12 @@ func New(opts Options) (*Engine, error) {
 		now:              opts.Now,
 		log:              opts.Logger,
 		bookmarkInterval: opts.BookmarkInterval,
-		kinds:            map[string]*kind{},
+		kinds:            map[groupPlural]*kind{},
 		rvWait:           tooLargeRVWait,
+		nsLifecycle:      opts.NamespaceLifecycle,
+		background:       context.Background(),
 	}
+	e.events.init(opts)
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -96,25 +119,43 @@ func New(opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: type converter: %w", err)
 		}
 	}
-	for _, k := range []*kind{newLeaseKind(), newLeaseCandidateKind()} {
+	for _, k := range allKinds() {
 		if err := newFieldManagers(k, tc); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
-		e.kinds[k.res.Plural] = k
+		k.res.StorageGroup = k.storageGV.Group
+		e.kinds[kindKey(k.res.Group, k.res.Plural)] = k
 		e.resources = append(e.resources, k.res)
+	}
+	if e.nsLifecycle != NamespacesUnmanaged {
+		if err := e.ensureDefaultNamespaces(context.Background()); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
 	}
 	return e, nil
 }
 
-// Resources lists the served resources: Lease, then LeaseCandidate.
+// Start runs the engine's background work until ctx ends: the
+// finalization of namespaces left terminating by a previous run, and the
+// expiry and size bound of Events. Without Start, Events never expire.
+func (e *Engine) Start(ctx context.Context) error {
+	e.finalizingMu.Lock()
+	e.background = ctx
+	e.finalizingMu.Unlock()
+	if err := e.resumeFinalizing(ctx); err != nil {
+		return fmt.Errorf("engine: resuming namespace finalization: %w", err)
+	}
+	go e.runEventExpiry(ctx)
+	return nil
+}
+
+// Resources lists the served resources: Lease, LeaseCandidate,
+// Namespace, Event (core), Event (events.k8s.io).
 func (e *Engine) Resources() []*Resource { return e.resources }
 
 // ResourceFor finds a served resource by group, version and plural.
 func (e *Engine) ResourceFor(group, version, plural string) (*Resource, bool) {
-	if group != GroupName {
-		return nil, false
-	}
-	k, ok := e.kinds[plural]
+	k, ok := e.kinds[kindKey(group, plural)]
 	if !ok {
 		return nil, false
 	}
@@ -122,4 +163,9 @@ func (e *Engine) ResourceFor(group, version, plural string) (*Resource, bool) {
 		return nil, false
 	}
 	return k.res, true
+}
+
+// allKinds builds every served kind, in the order of Resources.
+func allKinds() []*kind {
+	return []*kind{newLeaseKind(), newLeaseCandidateKind(), newNamespaceKind(), newCoreEventKind(), newEventsEventKind()}
 }

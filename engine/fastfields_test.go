@@ -169,7 +169,7 @@ func TestFastUpdateMatchesFieldManager(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := context.Background()
 	d := &diffEnv{env: env}
-	k := env.e.kinds["leases"]
+	k := env.e.kinds[kindKey(GroupName, "leases")]
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -234,7 +234,7 @@ func TestFastUpdateMatchesFieldManager(t *testing.T) {
 func TestFastUpdateNonCanonicalStored(t *testing.T) {
 	env := newTestEnv(t)
 	d := &diffEnv{env: env}
-	k := env.e.kinds["leases"]
+	k := env.e.kinds[kindKey(GroupName, "leases")]
 	manager := managerOrUserAgent("", env.leases("ns").UserAgent)
 	env.mustCreate(t, "ns", newLease("l", func(l *coordinationv1.Lease) {
 		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
@@ -259,7 +259,7 @@ func TestFastUpdateCandidates(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := context.Background()
 	d := &diffEnv{env: env}
-	k := env.e.kinds["leasecandidates"]
+	k := env.e.kinds[kindKey(GroupName, "leasecandidates")]
 	sc := env.candidates("v1beta1", "ns")
 	now := time.Now()
 	for i := 0; i < 20; i++ {
@@ -324,7 +324,7 @@ func BenchmarkFieldManagerUpdate(b *testing.B) { benchManaged(b, false) }
 
 func benchManaged(b *testing.B, fast bool) {
 	env := newTestEnv(b)
-	k := env.e.kinds["leases"]
+	k := env.e.kinds[kindKey(GroupName, "leases")]
 	env.mustCreate(b, "ns", newLease("l", func(l *coordinationv1.Lease) {
 		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 		l.Spec.AcquireTime = &metav1.MicroTime{Time: time.Now()}

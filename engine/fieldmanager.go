@@ -10,6 +10,8 @@ import (
 
 	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,6 +91,10 @@ func (versionConvertor) ConvertToVersion(in runtime.Object, target runtime.Group
 	}
 	from := kinds[0]
 	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
+	if gv, isGV := target.(schema.GroupVersion); !ok && isGV {
+		// Event moves between groups (core/v1, events.k8s.io/v1).
+		to, ok = gv.WithKind(from.Kind), true
+	}
 	if !ok {
 		return nil, runtime.NewNotRegisteredErrForTarget(Scheme.Name(), reflect.TypeOf(in), target)
 	}
@@ -97,6 +103,14 @@ func (versionConvertor) ConvertToVersion(in runtime.Object, target runtime.Group
 		return in, nil
 	}
 	switch c := in.(type) {
+	case *corev1.Event:
+		if to.Group == eventsv1.GroupName {
+			return coreToEventsV1(c), nil
+		}
+	case *eventsv1.Event:
+		if to.Group == corev1.GroupName {
+			return eventsV1ToCore(c), nil
+		}
 	case *coordinationv1alpha2.LeaseCandidate:
 		if to.Version == "v1beta1" {
 			return candidateToV1beta1(c), nil

@@ -34,32 +34,44 @@ type listQuery struct {
 	opts  metainternalversion.ListOptions
 	label labels.Selector
 	field fields.Selector
+	// fieldSet is the kind's selectable fields of an object.
+	fieldSet func(o object) fields.Set
 }
 
 // empty reports a query without selectors (remainingItemCount is only
 // given then).
 func (q *listQuery) empty() bool { return q.label.Empty() && q.field.Empty() }
 
-// matches applies the label and field selectors; only metadata.name and
-// metadata.namespace are selectable, as upstream for both kinds.
+// matches applies the label and field selectors, on the kind's
+// selectable fields (metadata.name and metadata.namespace for the
+// coordination kinds, as upstream).
 func (q *listQuery) matches(o object) bool {
 	if !q.label.Empty() && !q.label.Matches(labels.Set(o.GetLabels())) {
 		return false
 	}
-	if !q.field.Empty() && !q.field.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()}) {
+	if !q.field.Empty() && !q.field.Matches(q.fieldSet(o)) {
 		return false
 	}
 	return true
 }
 
+// metaFieldSet is the selectable fields of every kind without its own.
+func metaFieldSet(o object) fields.Set {
+	return fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()}
+}
+
 // parseListOptions converts, defaults and validates list options exactly
 // in the order of kube-apiserver's list/watch handler: selector syntax
 // (400), option rules (422 ListOptions), field labels (400).
-func parseListOptions(in *metav1.ListOptions, watch bool) (*listQuery, error) {
+func parseListOptions(k *kind, in *metav1.ListOptions, watch bool) (*listQuery, error) {
 	if in == nil {
 		in = &metav1.ListOptions{}
 	}
-	q := &listQuery{}
+	q := &listQuery{fieldSet: metaFieldSet}
+	conv := runtime.DefaultMetaV1FieldSelectorConversion
+	if k != nil && k.fieldSet != nil {
+		q.fieldSet, conv = k.fieldSet, k.fieldLabel
+	}
 	if err := metainternalversion.Convert_v1_ListOptions_To_internalversion_ListOptions(in, &q.opts, nil); err != nil {
 		return nil, badRequest(err.Error())
 	}
@@ -75,7 +87,7 @@ func parseListOptions(in *metav1.ListOptions, watch bool) (*listQuery, error) {
 	if q.field == nil {
 		q.field = fields.Everything()
 	} else {
-		f, err := q.field.Transform(runtime.DefaultMetaV1FieldSelectorConversion)
+		f, err := q.field.Transform(conv)
 		if err != nil {
 			return nil, badRequest(err.Error())
 		}
@@ -95,7 +107,7 @@ func (e *Engine) listObject(ctx context.Context, s Scope, opts *metav1.ListOptio
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseListOptions(opts, false)
+	q, err := parseListOptions(k, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +279,7 @@ func (e *Engine) ListJSON(ctx context.Context, s Scope, opts *metav1.ListOptions
 	if k.storedListJSON == nil || s.Version != k.storageGV.Version {
 		return nil, false, nil
 	}
-	q, err := parseListOptions(opts, false)
+	q, err := parseListOptions(k, opts, false)
 	if err != nil {
 		return nil, false, toStatus(err)
 	}

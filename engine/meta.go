@@ -46,8 +46,12 @@ func (e *Engine) fillSystemFields(o metav1.Object) {
 
 // beforeCreate is rest.BeforeCreate: namespace, strategy, type
 // validation, then (only if that passed) generic ObjectMeta validation.
-func (e *Engine) beforeCreate(k *kind, namespace string, o object) error {
+func (e *Engine) beforeCreate(ctx context.Context, k *kind, namespace string, o object, dryRun bool) error {
 	if err := ensureNamespace(o, namespace); err != nil {
+		return err
+	}
+	// The NamespaceLifecycle admission runs before validation.
+	if err := e.admitCreate(ctx, k, namespace, o, dryRun); err != nil {
 		return err
 	}
 	o.SetDeletionTimestamp(nil)
@@ -56,7 +60,7 @@ func (e *Engine) beforeCreate(k *kind, namespace string, o object) error {
 	if errs := append(k.validate(o), validateMetadataBounds(o)...); len(errs) > 0 {
 		return apierrors.NewInvalid(k.gk, o.GetName(), errs)
 	}
-	if errs := validateGenericCreate(o); len(errs) > 0 {
+	if errs := validateGenericCreate(o, k.res.Namespaced); len(errs) > 0 {
 		return apierrors.NewInvalid(k.gk, o.GetName(), errs)
 	}
 	return nil
@@ -84,7 +88,7 @@ func (e *Engine) beforeUpdate(k *kind, namespace string, o, old object) error {
 	}
 	var errs field.ErrorList
 	if !metadataAsStored(o, old) {
-		errs = validateGenericUpdate(o, old)
+		errs = validateGenericUpdateScoped(o, old, k.res.Namespaced)
 	}
 	errs = append(errs, k.validateUpdate(o, old)...)
 	errs = append(errs, validateMetadataBounds(o)...)

@@ -8,6 +8,7 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -17,7 +18,9 @@ import (
 	"github.com/leasehold/leasehold/storage"
 )
 
-// GroupName is the API group of every resource leasehold serves.
+// GroupName is the API group of the coordination resources (Lease,
+// LeaseCandidate); Namespace and Event are also served in the core group
+// and Event in events.k8s.io.
 const GroupName = "coordination.k8s.io"
 
 // object is a stored object in its storage version: a k8s.io/api type with
@@ -60,6 +63,16 @@ type kind struct {
 	validate         func(o object) field.ErrorList
 	validateUpdate   func(o, old object) field.ErrorList
 
+	// fieldSet and fieldLabel are the selectable fields and their label
+	// conversion (400 for an unknown label), nil for metadata.name and
+	// metadata.namespace only.
+	fieldSet   func(o object) fields.Set
+	fieldLabel func(label, value string) (string, string, error)
+
+	// isEvent marks the Event kinds, whose creates count against the
+	// event store's bounds (eventstore.go).
+	isEvent bool
+
 	columns []metav1.TableColumnDefinition
 	cells   func(e *Engine, o object) []any
 
@@ -81,8 +94,8 @@ func (e *Engine) kindFor(s Scope) (*kind, error) {
 	if s.Resource == nil {
 		return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
 	}
-	k, ok := e.kinds[s.Resource.Plural]
-	if !ok || s.Resource.Group != GroupName {
+	k, ok := e.kinds[kindKey(s.Resource.Group, s.Resource.Plural)]
+	if !ok {
 		return nil, apierrors.NewNotFound(s.Resource.GroupResource(), "")
 	}
 	if _, ok := k.res.ServedVersion(s.Version); !ok {
@@ -251,10 +264,20 @@ func (k *kind) encode(o object) ([]byte, error) {
 	return b, nil
 }
 
-// key builds the storage key of one object.
+// key builds the storage key of one object; a cluster-scoped object's
+// key has no namespace segment.
 func (k *kind) key(namespace, name string) string {
+	if !k.res.Namespaced {
+		return k.keyPrefix + name
+	}
 	return k.keyPrefix + namespace + "/" + name
 }
+
+// groupPlural indexes Engine.kinds: the same plural ("events") is served
+// by more than one group. A struct, so that a lookup allocates nothing.
+type groupPlural struct{ group, plural string }
+
+func kindKey(group, plural string) groupPlural { return groupPlural{group, plural} }
 
 // listPrefix is the storage prefix for a namespace ("" for all).
 func (k *kind) listPrefix(namespace string) string {
@@ -266,7 +289,7 @@ func (k *kind) listPrefix(namespace string) string {
 
 // gvk is the kind in a served version.
 func (k *kind) gvk(version string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: GroupName, Version: version, Kind: k.res.Kind}
+	return schema.GroupVersionKind{Group: k.res.Group, Version: version, Kind: k.res.Kind}
 }
 
 // setGVK sets TypeMeta unless it is already right, so that objects shared

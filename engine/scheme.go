@@ -6,6 +6,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,7 +16,7 @@ import (
 )
 
 // Scheme knows every type leasehold reads or writes: the coordination.k8s.io
-// versions it serves, the self reviews of authentication.k8s.io and
+// versions it serves, core/v1 (Namespace, Event) and events.k8s.io/v1, the self reviews of authentication.k8s.io and
 // authorization.k8s.io (computed per request, never stored), plus
 // meta.k8s.io's Status, options, Table and PartialObjectMetadata.
 var Scheme = runtime.NewScheme()
@@ -35,6 +37,8 @@ func init() {
 	must(coordinationv1.AddToScheme(Scheme))
 	must(coordinationv1beta1.AddToScheme(Scheme))
 	must(coordinationv1alpha2.AddToScheme(Scheme))
+	must(corev1.AddToScheme(Scheme))
+	must(eventsv1.AddToScheme(Scheme))
 	must(authenticationv1.AddToScheme(Scheme))
 	must(authorizationv1.AddToScheme(Scheme))
 	must(metav1beta1.AddMetaToScheme(Scheme))

@@ -122,7 +122,7 @@ func (k *kind) skippedWarning(key string) string {
 }
 
 // storedKinds are the kinds CheckStoredValue knows, built on first use.
-var storedKinds = sync.OnceValue(func() []*kind { return []*kind{newLeaseKind(), newLeaseCandidateKind()} })
+var storedKinds = sync.OnceValue(allKinds)
 
 // CheckStoredValue reports whether the value stored under key decodes as
 // the object its key prefix names; keys of no served resource are not

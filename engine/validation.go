@@ -131,13 +131,19 @@ func validateLeaseCandidateSpec(spec *coordinationv1beta1.LeaseCandidateSpec, fl
 // validateGenericCreate is the common ObjectMeta validation
 // kube-apiserver's BeforeCreate runs after the type's own, only when the
 // latter passed: path-segment name rules.
-func validateGenericCreate(o object) field.ErrorList {
-	return apivalidation.ValidateObjectMetaAccessor(o, true, path.ValidatePathSegmentName, metadataPath)
+func validateGenericCreate(o object, namespaced bool) field.ErrorList {
+	return apivalidation.ValidateObjectMetaAccessor(o, namespaced, path.ValidatePathSegmentName, metadataPath)
 }
 
 // validateGenericUpdate is BeforeUpdate's validateCommonFields.
 func validateGenericUpdate(o, old object) field.ErrorList {
-	errs := apivalidation.ValidateObjectMetaAccessor(o, true, path.ValidatePathSegmentName, metadataPath)
+	return validateGenericUpdateScoped(o, old, true)
+}
+
+// validateGenericUpdateScoped is validateGenericUpdate for a namespaced
+// or cluster-scoped kind.
+func validateGenericUpdateScoped(o, old object, namespaced bool) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaAccessor(o, namespaced, path.ValidatePathSegmentName, metadataPath)
 	return append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(o, old, metadataPath)...)
 }
 
@@ -215,6 +221,12 @@ func dedupErrors(errs field.ErrorList) field.ErrorList {
 // ensureNamespace defaults an object's namespace from the request and
 // rejects a conflicting one, as rest.EnsureObjectNamespaceMatchesRequestNamespace.
 func ensureNamespace(o metav1.Object, ns string) error {
+	if ns == "" {
+		// A cluster-scoped object: any namespace it names is dropped,
+		// as EnsureObjectNamespaceMatchesRequestNamespace does.
+		o.SetNamespace("")
+		return nil
+	}
 	switch o.GetNamespace() {
 	case ns:
 		return nil

@@ -96,7 +96,7 @@ func (e *Engine) watch(ctx context.Context, s Scope, opts *metav1.ListOptions) (
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseListOptions(opts, true)
+	q, err := parseListOptions(k, opts, true)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		defer w.Stop()
 		watchers = append(watchers, w.(BatchWatcher))
 	}
-	k := env.e.kinds["leases"]
+	k := env.e.kinds[kindKey(GroupName, "leases")]
 	res, err := env.store.List(ctx, k.listPrefix("default"), storage.ListOptions{})
 	if err != nil || len(res.KVs) != 1 {
 		b.Fatalf("list: %v %d", err, len(res.KVs))

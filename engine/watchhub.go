@@ -121,14 +121,15 @@ type watchHub struct {
 func (e *Engine) hubFor(k *kind, prefix string) (*watchHub, error) {
 	e.hubsMu.Lock()
 	defer e.hubsMu.Unlock()
-	if h := e.hubs[prefix]; h != nil {
+	hubKey := k.res.Group + " " + prefix // two groups serve the events prefix
+	if h := e.hubs[hubKey]; h != nil {
 		h.mu.Lock()
 		closed := h.closed
 		h.mu.Unlock()
 		if !closed {
 			return h, nil
 		}
-		delete(e.hubs, prefix)
+		delete(e.hubs, hubKey)
 	}
 	rev, err := e.store.CurrentRevision(context.Background())
 	if err != nil {
@@ -145,7 +146,7 @@ func (e *Engine) hubFor(k *kind, prefix string) (*watchHub, error) {
 	if e.hubs == nil {
 		e.hubs = map[string]*watchHub{}
 	}
-	e.hubs[prefix] = h
+	e.hubs[hubKey] = h
 	go h.run()
 	return h, nil
 }
@@ -164,8 +165,8 @@ func (h *watchHub) stopLocked() {
 	h.cancel()
 	go func() { // not under h.mu: hubFor holds hubsMu, then never h.mu
 		h.e.hubsMu.Lock()
-		if h.e.hubs[h.prefix] == h {
-			delete(h.e.hubs, h.prefix)
+		if hubKey := h.k.res.Group + " " + h.prefix; h.e.hubs[hubKey] == h {
+			delete(h.e.hubs, hubKey)
 		}
 		h.e.hubsMu.Unlock()
 		h.sw.Stop()

@@ -72,7 +72,7 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 
 		if !exists {
 			e.fillSystemFields(obj)
-			if err := e.beforeCreate(k, namespace, obj); err != nil {
+			if err := e.beforeCreate(ctx, k, namespace, obj, dryRun); err != nil {
 				return writeResult{}, err
 			}
 			obj.SetResourceVersion("")
@@ -89,6 +89,9 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 			}
 			if err != nil {
 				return writeResult{}, storageError(err)
+			}
+			if k.isEvent {
+				e.events.noteCreate(len(data))
 			}
 			obj.SetResourceVersion(formatRV(created.ModRevision))
 			return writeResult{obj: obj, created: true}, nil
@@ -184,7 +187,7 @@ func (e *Engine) createOnce(ctx context.Context, k *kind, namespace string, o ob
 	if o.GetGenerateName() != "" && o.GetName() == "" {
 		o.SetName(generateName(o.GetGenerateName()))
 	}
-	if err := e.beforeCreate(k, namespace, o); err != nil {
+	if err := e.beforeCreate(ctx, k, namespace, o, dryRun); err != nil {
 		return nil, err
 	}
 	key := k.key(namespace, o.GetName())
@@ -214,6 +217,9 @@ func (e *Engine) createOnce(ctx context.Context, k *kind, namespace string, o ob
 	}
 	if err != nil {
 		return nil, storageError(err)
+	}
+	if k.isEvent {
+		e.events.noteCreate(len(data))
 	}
 	o.SetResourceVersion(formatRV(kv.ModRevision))
 	return o, nil

@@ -17,26 +17,33 @@ func TestLegacyDiscovery(t *testing.T) {
 		"/apis/coordination.k8s.io":         "discovery-group.json",
 		"/apis/coordination.k8s.io/v1":      "discovery-v1.json",
 		"/apis/coordination.k8s.io/v1beta1": "discovery-v1beta1.json",
+		"/api/v1":                           "discovery-core-v1.json",
+		"/apis/events.k8s.io/v1":            "discovery-events-v1.json",
 	} {
 		do(t, "GET", base+path, "").expect(t, 200, wireSample(t, sample)+"\n")
 	}
 	group := wireSample(t, "discovery-group.json")
 	reviewGroups := `{"name":"authentication.k8s.io","versions":[{"groupVersion":"authentication.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authentication.k8s.io/v1","version":"v1"}},` +
 		`{"name":"authorization.k8s.io","versions":[{"groupVersion":"authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authorization.k8s.io/v1","version":"v1"}},`
-	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[` + reviewGroups + `{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `]}` + "\n"
+	eventsGroup := `{"name":"events.k8s.io","versions":[{"groupVersion":"events.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"events.k8s.io/v1","version":"v1"}}`
+	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[` + reviewGroups + `{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `,` + eventsGroup + `]}` + "\n"
 	do(t, "GET", base+"/apis", "").expect(t, 200, list)
 	do(t, "GET", base+"/apis/authorization.k8s.io/v1", "").expect(t, 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authorization.k8s.io/v1","resources":[`+
 		`{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},`+
 		`{"name":"selfsubjectrulesreviews","singularName":"selfsubjectrulesreview","namespaced":false,"kind":"SelfSubjectRulesReview","verbs":["create"]}]}`+"\n")
 	do(t, "GET", base+"/apis/authentication.k8s.io/v1", "").expect(t, 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authentication.k8s.io/v1","resources":[`+
 		`{"name":"selfsubjectreviews","singularName":"selfsubjectreview","namespaced":false,"kind":"SelfSubjectReview","verbs":["create"]}]}`+"\n")
-	// The core group lists v1, which serves no resource yet.
+	// The core group lists v1 (namespaces and events).
 	r := do(t, "GET", base+"/api", "")
 	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:`) {
 		t.Errorf("/api: %d %s", r.code, r.body)
 	}
 	do(t, "POST", base+"/apis/coordination.k8s.io/v1", "").expect(t, 405, status405)
 }
+
+// eventsResource is the events entry of aggregated discovery, the same in
+// the core group and in events.k8s.io.
+const eventsResource = `{"resource":"events","responseKind":{"group":"","version":"","kind":"Event"},"scope":"Namespaced","singularResource":"event","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["ev"]}`
 
 func TestAggregatedDiscovery(t *testing.T) {
 	base := startServer(t, nil)
@@ -47,7 +54,9 @@ func TestAggregatedDiscovery(t *testing.T) {
 		`{"metadata":{"name":"authorization.k8s.io"},"versions":[{"version":"v1","resources":[` +
 		`{"resource":"selfsubjectaccessreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectAccessReview"},"scope":"Cluster","singularResource":"selfsubjectaccessreview","verbs":["create"]},` +
 		`{"resource":"selfsubjectrulesreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectRulesReview"},"scope":"Cluster","singularResource":"selfsubjectrulesreview","verbs":["create"]}],"freshness":"Current"}]},`
-	want := strings.Replace(wireSample(t, "discovery-aggregated.json"), `"items":[`, `"items":[`+reviewItems, 1) + "\n"
+	eventsItem := `,{"metadata":{"name":"events.k8s.io"},"versions":[{"version":"v1","resources":[` + eventsResource + `],"freshness":"Current"}]}`
+	want := strings.Replace(wireSample(t, "discovery-aggregated.json"), `"items":[`, `"items":[`+reviewItems, 1)
+	want = strings.TrimSuffix(want, "]}") + eventsItem + "]}\n"
 	if r.code != 200 || r.body != want {
 		t.Errorf("got %d %s\nwant %s", r.code, r.body, want)
 	}
@@ -65,7 +74,10 @@ func TestAggregatedDiscovery(t *testing.T) {
 		t.Errorf("v2beta1: %d %s", r.code, r.body)
 	}
 	r = do(t, "GET", base+"/api", "", accept)
-	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","freshness":"Current"}]}]}`+"\n" {
+	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","resources":[`+
+		eventsResource+`,`+
+		`{"resource":"namespaces","responseKind":{"group":"","version":"","kind":"Namespace"},"scope":"Cluster","singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"]}`+
+		`],"freshness":"Current"}]}]}`+"\n" {
 		t.Errorf("/api aggregated: %d %s", r.code, r.body)
 	}
 }

@@ -27,7 +27,13 @@ func TestRouting(t *testing.T) {
 		{"GET", "/apis/foo.k8s.io", 404, status404},
 		{"GET", "/apis//v1", 404, status404},
 		{"GET", "/api/v2", 404, status404},
-		{"GET", "/api/v1/namespaces", 404, status404},
+		{"GET", "/api/v1/pods", 404, status404},
+		{"GET", "/api/v1/namespaces/default/pods", 404, status404},
+		// A namespace's subresources are not served.
+		{"GET", "/api/v1/namespaces/default/status", 404, status404},
+		{"PUT", "/api/v1/namespaces/default/finalize", 404, status404},
+		// Namespaces have no deletecollection.
+		{"DELETE", "/api/v1/namespaces", 405, status405},
 		// Inside the served group: a Status 404.
 		{"GET", "/apis/coordination.k8s.io/v2", 404, status404},
 		{"GET", "/apis/coordination.k8s.io/v1/foos", 404, status404},

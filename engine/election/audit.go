@@ -140,6 +140,7 @@ func (c *Controller) record(ctx context.Context, k leaseKey, m *memo, r engine.D
 	if err := c.e.RecordDecision(ctx, k.ns, k.name, r, c.opts.HistoryLimit); err != nil {
 		c.log.Warn("Recording election decision failed", "lease", k.String(), "err", err)
 	}
+	c.recordLeaseEvent(ctx, k, r)
 	m.remember(r, c.opts.HistoryInput)
 }
 

@@ -29,7 +29,7 @@ func TestDefinitionsGVK(t *testing.T) {
 		m := e.(map[string]interface{})
 		versions = append(versions, m["group"].(string)+"/"+m["version"].(string))
 	}
-	if w := []string{"/v1", group + "/v1", group + "/v1alpha2", group + "/v1beta1"}; !reflect.DeepEqual(versions, w) {
+	if w := []string{"/v1", group + "/v1", group + "/v1alpha2", group + "/v1beta1", eventsGroup + "/v1"}; !reflect.DeepEqual(versions, w) {
 		t.Errorf("DeleteOptions gvks = %q, want %q", versions, w)
 	}
 }

@@ -97,6 +97,9 @@ var (
 
 // v3Path is the /openapi/v3 index path of a group/version document.
 func v3Path(g, v string) string {
+	if g == "" {
+		return "api/" + v
+	}
 	if v == "" {
 		return "apis/" + g
 	}
@@ -105,7 +108,10 @@ func v3Path(g, v string) string {
 
 // V3Paths returns the paths the /openapi/v3 index lists, sorted.
 func V3Paths() []string {
-	paths := []string{"api", "apis", v3Path(group, ""), "version"}
+	paths := []string{"api", "apis", "version"}
+	for _, g := range groups {
+		paths = append(paths, v3Path(g, ""))
+	}
 	for _, gv := range served {
 		paths = append(paths, v3Path(gv.group, gv.version))
 	}
@@ -153,9 +159,12 @@ func buildV3(path string) ([]byte, error) {
 		containers = append(containers, apisRoutes())
 	case "version":
 		containers = append(containers, versionRoutes())
-	case v3Path(group, ""):
-		containers = append(containers, groupRoutes(group))
 	default:
+		for _, g := range groups {
+			if v3Path(g, "") == path {
+				containers = append(containers, groupRoutes(g))
+			}
+		}
 		for _, gv := range served {
 			if v3Path(gv.group, gv.version) == path {
 				gvs = []groupVersion{gv}
@@ -189,7 +198,10 @@ func V2Document() ([]byte, error) {
 }
 
 func buildV2() ([]byte, error) {
-	containers := []common.RouteContainer{coreRoutes(), apisRoutes(), groupRoutes(group), versionRoutes()}
+	containers := []common.RouteContainer{coreRoutes(), apisRoutes(), versionRoutes()}
+	for _, g := range groups {
+		containers = append(containers, groupRoutes(g))
+	}
 	for _, gv := range served {
 		containers = append(containers, groupVersionRoutes(gv))
 	}

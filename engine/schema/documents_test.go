@@ -124,8 +124,9 @@ func TestDocumentsAreDeterministic(t *testing.T) {
 
 func TestV3Paths(t *testing.T) {
 	want := []string{
-		"api", "apis", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1",
-		"apis/coordination.k8s.io/v1alpha2", "apis/coordination.k8s.io/v1beta1", "version",
+		"api", "api/v1", "apis", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1",
+		"apis/coordination.k8s.io/v1alpha2", "apis/coordination.k8s.io/v1beta1",
+		"apis/events.k8s.io", "apis/events.k8s.io/v1", "version",
 	}
 	if got := V3Paths(); !reflect.DeepEqual(got, want) {
 		t.Errorf("V3Paths() = %q, want %q", got, want)

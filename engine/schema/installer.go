@@ -109,6 +109,9 @@ func gvPrefix(g, v string) string {
 // groupPrefix is the camel-cased group without its .k8s.io/.io suffix
 // (coordination.k8s.io -> Coordination).
 func groupPrefix(g string) string {
+	if g == "" {
+		return "Core"
+	}
 	g = strings.TrimSuffix(strings.TrimSuffix(g, ".k8s.io"), ".io")
 	parts := strings.Split(g, ".")
 	for i, p := range parts {
@@ -127,6 +130,9 @@ func groupTag(g string) string {
 // resource discovery endpoint plus every resource's endpoints.
 func groupVersionRoutes(gv groupVersion) common.RouteContainer {
 	root := "/apis/" + gv.group + "/" + gv.version
+	if gv.group == "" {
+		root = "/api/" + gv.version
+	}
 	prefix := gvPrefix(gv.group, gv.version)
 	tags := []string{groupTag(gv.group) + "_" + gv.version}
 	routes := []common.Route{&route{
@@ -135,6 +141,10 @@ func groupVersionRoutes(gv groupVersion) common.RouteContainer {
 		responses: []common.StatusCodeResponse{ok(&metav1.APIResourceList{})},
 	}}
 	for _, r := range gv.resources {
+		if r.cluster {
+			routes = append(routes, clusterResourceRoutes(gv, r, root, prefix, tags)...)
+			continue
+		}
 		routes = append(routes, resourceRoutes(gv, r, root, prefix, tags)...)
 	}
 	return container{root: root, routes: routes}
@@ -192,6 +202,60 @@ func resourceRoutes(gv groupVersion, r resource, root, prefix string, tags []str
 			"watch changes to an object of kind "+kind+". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.",
 			"watch", with(listParams, name, ns, pretty), anyMediaType, watchMediaTypes, nil, ok(event)),
 	}
+}
+
+// clusterResourceRoutes are the endpoints of one cluster-scoped resource,
+// as the installer registers them for a resource without a namespace.
+func clusterResourceRoutes(gv groupVersion, r resource, root, prefix string, tags []string) []common.Route {
+	kind := r.kind
+	pretty := queryParam("pretty", prettyDoc, "string")
+	name := pathParam("name", "name of the "+kind)
+	listParams := optionParams(&metav1.ListOptions{})
+	meta := func(action string) map[string]interface{} {
+		return map[string]interface{}{
+			"x-kubernetes-action":             action,
+			"x-kubernetes-group-version-kind": metav1.GroupVersionKind{Group: gv.group, Version: gv.version, Kind: kind},
+		}
+	}
+	collection := root + "/" + r.plural
+	item := collection + "/{name}"
+	watchDesc := "watch individual changes to a list of " + kind + ". deprecated: use the 'watch' parameter with a list operation instead."
+	status := &metav1.Status{}
+	event := &metav1.WatchEvent{}
+	mk := func(method, path, op, desc, action string, params []common.Parameter, consumes, produces []string, body interface{}, resps ...common.StatusCodeResponse) *route {
+		return &route{method: method, path: path, operationID: op, tags: tags, description: desc, params: params,
+			consumes: consumes, produces: produces, metadata: meta(action), request: body, responses: resps}
+	}
+	routes := []common.Route{
+		mk(http.MethodGet, collection, "list"+prefix+kind, "list or watch objects of kind "+kind, "list",
+			with(listParams, pretty), anyMediaType, watchMediaTypes, nil, ok(r.list)),
+		mk(http.MethodPost, collection, "create"+prefix+kind, "create a "+kind, "post",
+			with(optionParams(&metav1.CreateOptions{}), pretty, bodyParam(true)), anyMediaType, mediaTypes, r.object,
+			ok(r.object), created(r.object), accepted(r.object)),
+	}
+	if !r.noDeleteCollection {
+		deleteCollectionParams := with(optionParams(&metav1.ListOptions{}, "watch", "allowWatchBookmarks"), optionParams(&metav1.DeleteOptions{})...)
+		routes = append(routes, mk(http.MethodDelete, collection, "delete"+prefix+"Collection"+kind, "delete collection of "+kind, "deletecollection",
+			with(deleteCollectionParams, pretty, bodyParam(false)), anyMediaType, mediaTypes, &metav1.DeleteOptions{}, ok(status)))
+	}
+	return append(routes,
+		mk(http.MethodGet, item, "read"+prefix+kind, "read the specified "+kind, "get",
+			[]common.Parameter{name, pretty}, anyMediaType, mediaTypes, nil, ok(r.object)),
+		mk(http.MethodPut, item, "replace"+prefix+kind, "replace the specified "+kind, "put",
+			with(optionParams(&metav1.UpdateOptions{}), name, pretty, bodyParam(true)), anyMediaType, mediaTypes, r.object,
+			ok(r.object), created(r.object)),
+		mk(http.MethodDelete, item, "delete"+prefix+kind, "delete a "+kind, "delete",
+			with(optionParams(&metav1.DeleteOptions{}), name, pretty, bodyParam(false)), anyMediaType, mediaTypes, &metav1.DeleteOptions{},
+			ok(status), accepted(status)),
+		mk(http.MethodPatch, item, "patch"+prefix+kind, "partially update the specified "+kind, "patch",
+			with(optionParams(&metav1.PatchOptions{}), name, pretty, bodyParam(true)), patchMediaTypes, mediaTypes, &metav1.Patch{},
+			ok(r.object), created(r.object)),
+		mk(http.MethodGet, root+"/watch/"+r.plural, "watch"+prefix+kind+"List", watchDesc, "watchlist",
+			with(listParams, pretty), anyMediaType, watchMediaTypes, nil, ok(event)),
+		mk(http.MethodGet, root+"/watch/"+r.plural+"/{name}", "watch"+prefix+kind,
+			"watch changes to an object of kind "+kind+". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.",
+			"watch", with(listParams, name, pretty), anyMediaType, watchMediaTypes, nil, ok(event)),
+	)
 }
 
 // groupRoutes is the container for /apis/<group>: the group discovery document.

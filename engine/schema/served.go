@@ -6,18 +6,24 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/util"
 )
 
-// resource is one served (namespaced) resource of a group/version.
+// resource is one served resource of a group/version.
 type resource struct {
 	plural string
 	kind   string
 	object runtime.Object // sample of the kind, for its Go type
 	list   runtime.Object // sample of the list kind
+	// cluster marks a cluster-scoped resource (Namespace).
+	cluster bool
+	// noDeleteCollection: the resource has no deletecollection verb.
+	noDeleteCollection bool
 }
 
 // groupVersion is one served API group/version and its resources.
@@ -27,15 +33,28 @@ type groupVersion struct {
 	resources []resource
 }
 
-// group is the one API group leasehold serves.
-const group = "coordination.k8s.io"
+// group is leasehold's own API group; the core group ("") and
+// events.k8s.io serve Namespace and Event.
+const (
+	group       = "coordination.k8s.io"
+	eventsGroup = "events.k8s.io"
+)
 
 // served lists what leasehold serves, in the order of the /openapi/v3 index.
 var served = []groupVersion{
-	{group, "v1", []resource{{"leases", "Lease", &coordinationv1.Lease{}, &coordinationv1.LeaseList{}}}},
-	{group, "v1beta1", []resource{{"leasecandidates", "LeaseCandidate", &coordinationv1beta1.LeaseCandidate{}, &coordinationv1beta1.LeaseCandidateList{}}}},
-	{group, "v1alpha2", []resource{{"leasecandidates", "LeaseCandidate", &coordinationv1alpha2.LeaseCandidate{}, &coordinationv1alpha2.LeaseCandidateList{}}}},
+	{"", "v1", []resource{
+		{plural: "events", kind: "Event", object: &corev1.Event{}, list: &corev1.EventList{}},
+		{plural: "namespaces", kind: "Namespace", object: &corev1.Namespace{}, list: &corev1.NamespaceList{}, cluster: true, noDeleteCollection: true},
+	}},
+	{group, "v1", []resource{{plural: "leases", kind: "Lease", object: &coordinationv1.Lease{}, list: &coordinationv1.LeaseList{}}}},
+	{group, "v1beta1", []resource{{plural: "leasecandidates", kind: "LeaseCandidate", object: &coordinationv1beta1.LeaseCandidate{}, list: &coordinationv1beta1.LeaseCandidateList{}}}},
+	{group, "v1alpha2", []resource{{plural: "leasecandidates", kind: "LeaseCandidate", object: &coordinationv1alpha2.LeaseCandidate{}, list: &coordinationv1alpha2.LeaseCandidateList{}}}},
+	{eventsGroup, "v1", []resource{{plural: "events", kind: "Event", object: &eventsv1.Event{}, list: &eventsv1.EventList{}}}},
 }
+
+// groups are the named groups, each with a /openapi/v3/apis/<group>
+// document.
+var groups = []string{group, eventsGroup}
 
 // rootModels are the samples of every type a route names directly; the
 // definitions are the closure of their references.
@@ -67,6 +86,11 @@ func definitionGVKs(gvs []groupVersion) map[string][]interface{} {
 	byName := map[string][]key{}
 	add := func(sample interface{}, g, v, k string) {
 		n := util.GetCanonicalTypeName(sample)
+		for _, have := range byName[n] {
+			if have == (key{g, v, k}) {
+				return // core/v1 registers the meta kinds once
+			}
+		}
 		byName[n] = append(byName[n], key{g, v, k})
 	}
 	for _, s := range []struct {

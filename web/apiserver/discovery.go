@@ -86,6 +86,11 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 			gv := groupVersionKey(name, v)
 			ag.Versions = append(ag.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv, Version: v})
 			list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv, APIResources: []metav1.APIResource{}}
+			if name == "" {
+				// Upstream writes the core group's list without apiVersion,
+				// as it writes APIVersions.
+				list.APIVersion = ""
+			}
 			dv := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 			for _, r := range resourcesIn(resources, name, v) {
 				ar := metav1.APIResource{
@@ -98,7 +103,7 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 					Categories:   r.Categories,
 				}
 				if r.StorageVersion != "" { // the reviews are never stored
-					ar.StorageVersionHash = storageVersionHash(r.Group, r.StorageVersion, r.Kind)
+					ar.StorageVersionHash = storageVersionHash(r.StorageGroup, r.StorageVersion, r.Kind)
 				}
 				list.APIResources = append(list.APIResources, ar)
 				scope := apidiscoveryv2.ScopeCluster

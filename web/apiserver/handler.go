@@ -204,10 +204,14 @@ type route struct {
 	allNamespaces bool
 	// watchPath marks the deprecated /watch/ paths.
 	watchPath bool
+	// cluster marks a cluster-scoped resource's path.
+	cluster bool
 }
 
-// parseResourcePath parses what follows /apis/<group>/<version>/:
-// [watch/](namespaces/<ns>/<plural>[/<name>] | <plural>).
+// parseResourcePath parses what follows /apis/<group>/<version>/ (or
+// /api/v1/): [watch/](namespaces/<ns>/<plural>[/<name>] | <plural>[/<name>]),
+// the second form for cluster-scoped resources (and the cluster-wide
+// collection of namespaced ones).
 func (h *Handler) parseResourcePath(groupName, version, rest string) (route, bool) {
 	var rt route
 	rest = strings.TrimSuffix(rest, "/")
@@ -225,17 +229,25 @@ func (h *Handler) parseResourcePath(groupName, version, rest string) (route, boo
 		}
 	case len(seg) == 1:
 		plural, rt.allNamespaces = seg[0], true
+	case len(seg) == 2:
+		plural, rt.name = seg[0], seg[1]
 	default:
 		return rt, false
 	}
 	res, ok := h.eng.ResourceFor(groupName, version, plural)
-	if !ok || plural == "" || (len(seg) == 4 && rt.name == "") || (rt.namespace == "" && !rt.allNamespaces) {
+	if !ok || plural == "" {
 		return rt, false
 	}
-	if !res.Namespaced {
-		// Cluster-scoped resources would be served under /<plural>[/<name>];
-		// none exist today.
-		return rt, false
+	if res.Namespaced {
+		if (len(seg) == 4 && rt.name == "") || (rt.namespace == "" && !rt.allNamespaces) {
+			return rt, false
+		}
+	} else {
+		// Cluster-scoped: /<plural> and /<plural>/<name> only.
+		if rt.namespace != "" || (len(seg) == 2 && rt.name == "") {
+			return rt, false
+		}
+		rt.allNamespaces, rt.cluster = false, true
 	}
 	sv, _ := res.ServedVersion(version)
 	rt.res, rt.version, rt.deprecation = res, version, sv.Deprecation
@@ -279,7 +291,9 @@ func (h *Handler) serveResource(rc *fasthttp.RequestCtx, rt route) {
 		case http.MethodPost:
 			fn = (*request).create
 		case http.MethodDelete:
-			fn = (*request).deleteCollection
+			if contains(rt.res.Verbs, "deletecollection") {
+				fn = (*request).deleteCollection
+			}
 		}
 	}
 	if fn == nil {

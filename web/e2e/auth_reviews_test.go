@@ -46,7 +46,7 @@ func TestE2EAuthReviewsAllowAll(t *testing.T) {
 	}
 
 	// kubectl api-resources and client-go discovery see the reviews and
-	// an (empty) core group without error.
+	// the core group without error.
 	resources := k.ok("api-resources", "--no-headers")
 	for _, want := range []string{"leases", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"} {
 		if !strings.Contains(resources, want) {
@@ -91,7 +91,7 @@ func TestE2EAuthReviewsAllowAll(t *testing.T) {
 		code               int
 		want               string
 	}{
-		{"GET", "/api/v1/namespaces", "", 404, apiNotFound},
+		{"GET", "/api/v1/pods", "", 404, apiNotFound},
 		{"GET", "/api/v2", "", 404, apiNotFound},
 		{"GET", "/apis/unknown.example.com/v1/things", "", 404, apiNotFound},
 		{"GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews/x", "", 404, apiNotFound},
@@ -104,7 +104,10 @@ func TestE2EAuthReviewsAllowAll(t *testing.T) {
 			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no namespace on request","reason":"BadRequest","code":400}`},
 		{"GET", "/api", "", 200,
 			`{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"` + strings.TrimPrefix(ts.URL, "http://") + `"}]}`},
-		{"GET", "/api/v1", "", 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[]}`},
+		// The core group's list has no apiVersion, as kube-apiserver's.
+		{"GET", "/api/v1", "", 200, `{"kind":"APIResourceList","groupVersion":"v1","resources":[` +
+			`{"name":"events","singularName":"event","namespaced":true,"kind":"Event","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["ev"],"storageVersionHash":"r2yiGXH7wu8="},` +
+			`{"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],"storageVersionHash":"Q3oi5N2YM8M="}]}`},
 	} {
 		code, body := plainRequest(t, c.method, ts.URL+c.path, c.body)
 		if c.want[0] == '{' {
