@@ -416,3 +416,34 @@ func TestLastAppliedCollapsed(t *testing.T) {
 	}
 	noConsoleErrors(t, errs)
 }
+
+// TestLeaseEvents: the lease page lists the lease's Events as kubectl
+// describe does (type, reason, last seen, from, count, message), and not
+// those of another lease.
+func TestLeaseEvents(t *testing.T) {
+	e := startEnv(t)
+	e.request(t, "POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", map[string]any{
+		"metadata": map[string]any{"name": "ev"}, "spec": map[string]any{"holderIdentity": "node-1", "leaseDurationSeconds": 60},
+	}, 201)
+	event := func(name, lease, reason, msg string) map[string]any {
+		return map[string]any{
+			"metadata":       map[string]any{"name": name},
+			"involvedObject": map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "namespace": "default", "name": lease},
+			"reason":         reason, "message": msg, "type": "Normal", "count": 2,
+			"source":         map[string]any{"component": "kcm"},
+			"firstTimestamp": "2026-11-25T10:00:00Z", "lastTimestamp": "2026-11-25T10:00:05Z",
+		}
+	}
+	e.request(t, "POST", "/api/v1/namespaces/default/events", event("ev.1", "ev", "LeaderElection", "node-1 became leader"), 201)
+	e.request(t, "POST", "/api/v1/namespaces/default/events", event("other.1", "other", "LeaderElection", "someone else"), 201)
+	ctx := newTab(t, 1280, 900)
+	errs := consoleErrors(ctx)
+	navigate(t, ctx, e.base+"/ui/#/lease/default/ev")
+	rows := `Array.from(document.querySelectorAll('#events tbody tr')).map((r) => Array.from(r.cells).map((c) => c.innerText).join('|')).join('\n')`
+	waitFor(t, ctx, 5*time.Second, rows+`.startsWith('Normal|LeaderElection|')`, rows)
+	got := eval[string](t, ctx, rows)
+	if !strings.HasSuffix(got, "|kcm|2|node-1 became leader") || strings.Contains(got, "someone else") {
+		t.Errorf("events table:\n%s", got)
+	}
+	noConsoleErrors(t, errs)
+}

@@ -31,6 +31,7 @@ export function detail(root, ns, name) {
   const decided = h('div', { id: 'decided' });
   const timeline = h('div', { id: 'timeline' });
   const history = h('div', { id: 'decisions' });
+  const events = h('div', { id: 'events' });
   // The decision history is filtered in place: every cell's text is
   // searched, so "fallback", a candidate or a reason all work.
   const historyQ = h('input', { id: 'history-q', type: 'search', placeholder: 'Search decisions (candidate, action, reason, module…)', autocomplete: 'off', spellcheck: 'false' });
@@ -67,6 +68,7 @@ export function detail(root, ns, name) {
     h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'Decision history'),
       h('div', { class: 'toolbar' }, h('label', { class: 'grow' }, h('span', { class: 'sr-only' }, 'Search the decision history'), historyQ), historyCount),
       history),
+    h('section', { 'aria-labelledby': 'h-events' }, h('h2', { id: 'h-events' }, 'Events'), events),
     h('section', { 'aria-labelledby': 'h-raw' }, h('h2', { id: 'h-raw' }, 'Raw object'),
       h('div', { class: 'rawbar' }, h('div', { role: 'tablist', 'aria-label': 'Format' }, tabs),
         h('label', { class: 'check' }, managed, ' managedFields'), copyButton(() => raw.textContent, 'Copy raw object')),
@@ -115,8 +117,32 @@ export function detail(root, ns, name) {
       renderRaw();
       // The controller records its decision before it writes the lease,
       // so a new resourceVersion is the moment to re-read the history.
-      if (decidedRV !== rv) { decidedRV = rv; loadDecisions(); }
+      if (decidedRV !== rv) { decidedRV = rv; loadDecisions(); loadEvents(); }
     }
+  }
+
+  // The lease's Events, as "kubectl describe lease" lists them: the
+  // server's own (Elected, HandedOver, ...) and those electors record.
+  async function loadEvents() {
+    const sel = enc(`involvedObject.kind=Lease,involvedObject.name=${name}`);
+    let list;
+    try {
+      list = await getJSON(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${sel}`);
+    } catch (e) {
+      events.replaceChildren(h('p', { class: 'muted' }, e.status === 404 ? 'This server does not serve Events.' : `Cannot read the events: ${e.message}`));
+      return;
+    }
+    const seen = (e) => parseTime(e.lastTimestamp || e.series?.lastObservedTime || e.eventTime || e.firstTimestamp || e.metadata.creationTimestamp);
+    const items = (list.items || []).slice().sort((a, b) => (seen(a) ?? 0) - (seen(b) ?? 0));
+    if (!items.length) {
+      events.replaceChildren(h('p', { class: 'muted' }, 'No events for this lease.'));
+      return;
+    }
+    const t = now();
+    events.replaceChildren(table(['Type', 'Reason', 'Last seen', 'From', 'Count', 'Message'], items.map((e) => [
+      e.type || '—', e.reason || '—', ago(seen(e), t), e.source?.component || e.reportingComponent || '—',
+      String(e.count || e.series?.count || 1), e.message || '',
+    ]), 'events'));
   }
 
   function renderFields(l, st, t) {
