@@ -3,12 +3,14 @@ package host
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,7 +188,26 @@ func TestAssemblyScriptExample(t *testing.T) {
 	if d, err := s.Decide(ctx, inputs[len(inputs)-1]); err != nil || !slices.Contains(oddNames, d.Ranking[0]) {
 		t.Fatalf("odd names: %v %v", d, err)
 	}
-	if st := status(t, h, name); st.Calls != uint64(len(inputs)+1) || st.Errors != 0 {
+	// Settings: {"drain": NAME} leaves NAME out; other members, other
+	// types and escapes in the document are passed over.
+	in := abi.GenerateInput(5, 20, name)
+	first := want(in).Ranking[0]
+	for _, doc := range []string{`{"drain":` + strconv.Quote(first) + `}`,
+		`{"note":{"a":[1,2,{"b":"\"}"}]},"x":true,"drain":` + strconv.Quote(first) + `}`} {
+		in.Settings = json.RawMessage(doc)
+		got, err := s.Decide(ctx, in)
+		if err != nil {
+			t.Fatalf("settings %s: %v", doc, err)
+		}
+		if w := want(in).Ranking; slices.Contains(got.Ranking, first) || len(got.Ranking) != len(w)-1 {
+			t.Fatalf("settings %s: ranking %v still has %s (without settings: %v)", doc, got.Ranking, first, w)
+		}
+	}
+	in.Settings = json.RawMessage(`{"drain":7}`)
+	if got, err := s.Decide(ctx, in); err != nil || got.Ranking[0] != first {
+		t.Fatalf("a drain that is not a string is ignored: %v %v", got, err)
+	}
+	if st := status(t, h, name); st.Calls != uint64(len(inputs)+4) || st.Errors != 0 {
 		t.Fatalf("status: %+v", st)
 	}
 	_, timing, err := TestRun(ctx, wasm, abi.GenerateInput(7, 100, name))

@@ -109,6 +109,12 @@ export class Input {
   lease: LeaseState = new LeaseState();
   candidates: Candidate[] = [];
   history: HistoryEntry[] = [];
+  /** The ABI minor revision of the host (1: settings exist). */
+  abiMinor: i32 = 0;
+  /** The strategy's settings (NAME.json beside NAME.wasm) as JSON text,
+   * one object, or "" when it has none. A module that reads them declares
+   * abiMinor 1 in its Info, so that older hosts refuse it. */
+  settings: string = "";
 }
 
 /** A strategy's answer. */
@@ -134,11 +140,15 @@ export class Decision {
 
 /** What a module says about itself: name is what candidates declare. */
 export class Info {
+  /** The ABI minor revision the module needs (1 to read settings). */
+  abiMinor: i32 = 0;
+
   constructor(public name: string, public version: string, public description: string = "") {}
 
   toJSON(): string {
     let s = '{"name":' + quote(this.name) + ',"version":' + quote(this.version);
     if (this.description.length > 0) s += ',"description":' + quote(this.description);
+    if (this.abiMinor > 0) s += ',"abiMinor":' + this.abiMinor.toString();
     return s + "}";
   }
 }
@@ -146,6 +156,26 @@ export class Info {
 // ---- the exports' bodies ----
 
 let errorMessage = "";
+
+/**
+ * settingString returns the string member key of the strategy's settings
+ * object (Input.settings), or "" when the module has no settings or the
+ * member is missing or not a string.
+ */
+export function settingString(input: Input, key: string): string {
+  if (input.settings.length == 0) return "";
+  const buf = String.UTF8.encode(input.settings, true); // the Reader stops at a zero
+  const p = changetype<usize>(buf);
+  const r = new Reader(p, p + <usize>buf.byteLength - 1);
+  r.expect(0x7b);
+  for (let first = true; r.more(0x7d, first); first = false) {
+    const k = r.key();
+    r.ws();
+    if (k == key && r.peek() == 0x22) return r.str();
+    r.skip();
+  }
+  return "";
+}
 
 /** fail makes decide report a strategy error: return fail("why") from it. */
 export function fail(message: string): Decision | null {
@@ -569,6 +599,14 @@ class Reader {
       else if (k == "decisionSeq") in_.decisionSeq = this.i64();
       else if (k == "seed") in_.seed = this.u64();
       else if (k == "reason") in_.reason = this.str();
+      else if (k == "abiMinor") in_.abiMinor = <i32>this.i64();
+      else if (k == "settings") {
+        // Kept as text: its shape is the strategy's own.
+        this.ws();
+        const start = this.p;
+        this.skip();
+        if (!this.failed && load<u8>(start) == 0x7b) in_.settings = String.UTF8.decodeUnsafe(start, this.p - start);
+      }
       else if (k == "lease") in_.lease = this.lease();
       else if (k == "candidates") {
         if (this.isNull()) continue;

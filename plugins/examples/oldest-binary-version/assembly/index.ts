@@ -7,10 +7,14 @@
 // stays on the old binaries until the last one is gone. A live holder is
 // never preempted; the ranking takes effect when the lease is free.
 //
+// Settings (oldest-binary-version.json beside the module, optional):
+// {"drain": "NAME"} leaves candidate NAME out of the ranking, so that an
+// operator can move leadership off a device before servicing it.
+//
 // Build: ./build.sh (npm ci, then asc; see README.md).
 import {
   ABI_VERSION, ACTION_KEEP, ACTION_PREFER, Candidate, Decision, Info, Input, LOG_DEBUG,
-  compareVersion, decideWith, log, writeInfo,
+  compareVersion, decideWith, log, settingString, writeInfo,
 } from "../../../sdk/assemblyscript/lease_strategy";
 
 export function lease_strategy_abi_version(): i32 {
@@ -18,8 +22,10 @@ export function lease_strategy_abi_version(): i32 {
 }
 
 export function lease_strategy_info(): i32 {
-  return writeInfo(new Info("example.com/oldest-binary-version", "0.1.0",
-    "The acked candidate with the oldest binary version leads; a live holder is never preempted."));
+  const info = new Info("example.com/oldest-binary-version", "0.1.0",
+    "The acked candidate with the oldest binary version leads; a live holder is never preempted.");
+  info.abiMinor = 1; // reads settings
+  return writeInfo(info);
 }
 
 export function lease_strategy_decide(): i32 {
@@ -34,10 +40,11 @@ function oldestFirst(a: Candidate, b: Candidate): i32 {
 }
 
 function decide(input: Input): Decision | null {
+  const drain = settingString(input, "drain");
   const eligible: Candidate[] = [];
   for (let i = 0; i < input.candidates.length; i++) {
     const c = input.candidates[i];
-    if (c.acked && c.binaryVersion.valid) eligible.push(c);
+    if (c.acked && c.binaryVersion.valid && c.name != drain) eligible.push(c);
   }
   eligible.sort(oldestFirst);
   const d = new Decision();
