@@ -244,6 +244,7 @@ var allowedDirectDeps = map[string]bool{
 	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog
 	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
 	"github.com/prometheus/common":         true, // e2e tests only: Prometheus' own parser reads /metrics
+	"github.com/anishathalye/porcupine":    true, // e2e tests only: linearizability of a lease's history on a cluster
 	"github.com/google/gnostic-models":     true, // web/apiserver: /openapi/v2 as protobuf
 	"google.golang.org/protobuf":           true, // web/apiserver: /openapi/v2 as protobuf (proto.Marshal)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -12,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // clusterMember is one "leasehold serve --cluster-init/--join" process.
@@ -23,6 +27,8 @@ type clusterMember struct {
 	dataDir string
 	args    []string
 	ts      *testServer
+	// startedAt is when the current process was ready.
+	startedAt time.Time
 }
 
 // clusterStatus is "leasehold cluster status -o json".
@@ -63,11 +69,16 @@ func freeLoopbackPorts(t *testing.T, n int) []int {
 // brings it back).
 func (m *clusterMember) start(t *testing.T) {
 	t.Helper()
-	args := append([]string{"--listen", "127.0.0.1:0", "--data-dir", m.dataDir, "--log-level", "info"}, m.args...)
+	listen := "127.0.0.1:0"
+	if m.ts != nil {
+		listen = m.ts.proc.hostPort() // a restart keeps its URL, for the clients that use it
+	}
+	args := append([]string{"--listen", listen, "--data-dir", m.dataDir, "--log-level", "info"}, m.args...)
 	p, ready := spawnServer(t, args, nil)
 	if !ready {
 		t.Fatalf("member %s exited with code %d before it was ready; log:\n%s", m.name, p.code, p.log.String())
 	}
+	m.startedAt = time.Now()
 	m.ts = &testServer{URL: "http://" + p.hostPort(), DataDir: m.dataDir, Kubeconfig: filepath.Join(m.dataDir, "kubeconfig"), proc: p}
 }
 
@@ -160,68 +171,40 @@ func TestClusterFailover(t *testing.T) {
 	first := waitLeader(t, lt, 1, 20*time.Second)
 	t.Logf("etcd leader %s, elector leading %s", etcdLeader.name, first)
 
-	// A renewal writer on every surviving member: the time from the
-	// SIGKILL to the first successful write through a survivor.
+	// A renewal writer on every member, each through its own member,
+	// all on one lease: every read and write is recorded for the
+	// linearizability check, and the successful writes time the failover.
 	var survivors []*clusterMember
 	for _, m := range members {
 		if m != etcdLeader {
 			survivors = append(survivors, m)
 		}
 	}
-	probe := clientset(t, restConfig(t, survivors[0].ts, wireProtobuf)).CoordinationV1().Leases("default")
-	hold := "probe"
-	created, err := probe.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &hold}}, metav1.CreateOptions{})
-	if err != nil {
+	hist := &leaseHistory{}
+	first0 := clientset(t, restConfig(t, members[0].ts, wireProtobuf)).CoordinationV1().Leases("default")
+	init := "init"
+	if _, err := first0.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &init}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create probe lease: %v", err)
 	}
-	var renewMu sync.Mutex
-	var renewedAt []time.Time
 	stopRenew := make(chan struct{})
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		cur := created
-		for {
-			select {
-			case <-stopRenew:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			now := metav1.NewMicroTime(time.Now())
-			cur.Spec.RenewTime = &now
-			upd, err := probe.Update(rctx, cur, metav1.UpdateOptions{})
-			cancel()
-			if err != nil {
-				if got, gerr := probe.Get(ctx, "probe", metav1.GetOptions{}); gerr == nil {
-					cur = got
-				}
-				continue
-			}
-			cur = upd
-			renewMu.Lock()
-			renewedAt = append(renewedAt, time.Now())
-			renewMu.Unlock()
-		}
-	}()
+	var writers sync.WaitGroup
+	for i, m := range members {
+		leases := clientset(t, restConfig(t, m.ts, wireProtobuf)).CoordinationV1().Leases("default")
+		writers.Go(func() { hist.renew(ctx, i, leases, stopRenew) })
+	}
 	eventually(t, 10*time.Second, "probe renewals before the kill", func() (bool, string) {
-		renewMu.Lock()
-		defer renewMu.Unlock()
-		return len(renewedAt) >= 3, fmt.Sprintf("%d renewals", len(renewedAt))
+		n := len(hist.successes(time.Time{}))
+		return n >= 6, fmt.Sprintf("%d renewals", n)
 	})
 
 	killed := time.Now()
 	etcdLeader.ts.proc.kill()
 	var firstRenewal time.Duration
 	eventually(t, 15*time.Second, "a renewal through a survivor after the kill", func() (bool, string) {
-		renewMu.Lock()
-		defer renewMu.Unlock()
-		for _, at := range renewedAt {
-			if at.After(killed) {
-				firstRenewal = at.Sub(killed)
-				return true, ""
-			}
+		if after := hist.successes(killed); len(after) > 0 {
+			firstRenewal = after[0].Sub(killed)
+			return true, ""
 		}
 		return false, "no renewal yet"
 	})
@@ -257,8 +240,12 @@ func TestClusterFailover(t *testing.T) {
 	// The killed member comes back with its data directory alone.
 	etcdLeader.start(t)
 	etcdLeader.waitHealthy(t, 3)
+	eventually(t, 20*time.Second, "a renewal through the restarted member", func() (bool, string) {
+		return hist.succeededVia(members, etcdLeader), "none yet"
+	})
 	close(stopRenew)
-	<-renewDone
+	writers.Wait()
+	hist.check(t)
 
 	// Quorum lost: only m of the three is left. Writes and linearizable
 	// reads fail with a 5xx Status within the request timeout, and an
@@ -270,13 +257,16 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("watch on %s: %v", last.name, err)
 	}
 	defer w.Stop()
+	cur, err := lastLeases.Get(ctx, "probe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the probe lease: %v", err)
+	}
 	for _, e := range electors {
 		e.dead.Store(true)
 	}
 	for _, m := range members[1:] {
 		m.ts.proc.kill()
 	}
-	cur := created // a stale version: even the conflict needs the quorum
 	writeStart := time.Now()
 	var failedIn time.Duration
 	eventually(t, 30*time.Second, "a write on the quorum-less member fails with 5xx", func() (bool, string) {
@@ -334,4 +324,151 @@ func probeLeaseHolder(ctx context.Context, t *testing.T, ts *testServer) (string
 		return "", nil
 	}
 	return strings.TrimSpace(*l.Spec.HolderIdentity), nil
+}
+
+// leaseHistory records the reads and compare-and-swap writes of one lease
+// by several clients, for porcupine.
+type leaseHistory struct {
+	mu  sync.Mutex
+	ops []porcupine.Operation
+	ok  []successfulWrite
+}
+
+type successfulWrite struct {
+	client int
+	at     time.Time
+}
+
+// casInput is a write of value expecting the lease to hold expect (the
+// holder read just before: values are unique, so this is the
+// resourceVersion precondition).
+type casInput struct{ expect, value string }
+
+// casOutput is a write's outcome: applied, refused (409), or unknown (any
+// other error: the write may have been applied).
+type casOutput string
+
+type readInput struct{}
+
+// leaseModel is a register read whole and written by compare-and-swap.
+var leaseModel = porcupine.Model{
+	Init: func() interface{} { return "init" },
+	Step: func(state, input, output interface{}) (bool, interface{}) {
+		cur := state.(string)
+		switch in := input.(type) {
+		case readInput:
+			return output.(string) == cur, cur
+		case casInput:
+			switch output.(casOutput) {
+			case "ok":
+				return cur == in.expect, in.value
+			case "conflict":
+				return cur != in.expect, cur
+			default: // unknown: applied if it could be, at its linearization point
+				if cur == in.expect {
+					return true, in.value
+				}
+				return true, cur
+			}
+		}
+		return false, state
+	},
+	DescribeOperation: func(input, output interface{}) string {
+		return fmt.Sprintf("%v -> %v", input, output)
+	},
+}
+
+// renew reads and conditionally updates the probe lease until stop.
+func (h *leaseHistory) renew(ctx context.Context, client int, leases typedcoordinationv1.LeaseInterface, stop chan struct{}) {
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		call := time.Now()
+		cur, err := leases.Get(rctx, "probe", metav1.GetOptions{})
+		ret := time.Now()
+		cancel()
+		if err != nil {
+			continue // a failed read has no effect
+		}
+		expect := *cur.Spec.HolderIdentity
+		h.record(porcupine.Operation{ClientId: client, Input: readInput{}, Call: call.UnixNano(), Output: expect, Return: ret.UnixNano()})
+		value := fmt.Sprintf("c%d-%d", client, n)
+		cur.Spec.HolderIdentity = &value
+		now := metav1.NewMicroTime(time.Now())
+		cur.Spec.RenewTime = &now
+		rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		call = time.Now()
+		_, err = leases.Update(rctx, cur, metav1.UpdateOptions{})
+		ret = time.Now()
+		cancel()
+		out := casOutput("ok")
+		switch {
+		case err == nil:
+			h.mu.Lock()
+			h.ok = append(h.ok, successfulWrite{client: client, at: ret})
+			h.mu.Unlock()
+		case apierrors.IsConflict(err):
+			out = "conflict"
+		default:
+			out = "unknown"
+			ret = time.Unix(0, math.MaxInt64) // may take effect any time later
+		}
+		h.record(porcupine.Operation{ClientId: client, Input: casInput{expect: expect, value: value}, Call: call.UnixNano(), Output: out, Return: ret.UnixNano()})
+	}
+}
+
+func (h *leaseHistory) record(op porcupine.Operation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, op)
+}
+
+// successes are the times of the successful writes after since, in order.
+func (h *leaseHistory) successes(since time.Time) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []time.Time
+	for _, w := range h.ok {
+		if w.at.After(since) {
+			out = append(out, w.at)
+		}
+	}
+	return out
+}
+
+// succeededVia reports a successful write through member m after its
+// restart.
+func (h *leaseHistory) succeededVia(members []*clusterMember, m *clusterMember) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.ok {
+		if members[w.client] == m && w.at.After(m.startedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// check fails the test unless the history is linearizable.
+func (h *leaseHistory) check(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	ops := append([]porcupine.Operation(nil), h.ops...)
+	h.mu.Unlock()
+	unknown := 0
+	for _, op := range ops {
+		if op.Output == casOutput("unknown") {
+			unknown++
+		}
+	}
+	start := time.Now()
+	res := porcupine.CheckOperationsTimeout(leaseModel, ops, 60*time.Second)
+	t.Logf("MEASURED: porcupine checked %d operations (%d writes of unknown outcome) in %v: %v", len(ops), unknown, time.Since(start).Round(time.Millisecond), res)
+	if res != porcupine.Ok {
+		t.Errorf("the lease's history is not linearizable (porcupine: %v)", res)
+	}
 }
