@@ -170,7 +170,7 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 		m.Close()
 		return nil, "", err
 	}
-	s, err := etcd.Open(ctx, etcd.Options{
+	opts := etcd.Options{
 		// The local member only: a member cut off from its quorum must
 		// fail its own clients' requests, not move them elsewhere.
 		Endpoints:               []string{m.ClientURL()},
@@ -181,10 +181,24 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 		RequestTimeout:          c.Cluster.RequestTimeout,
 		EndWatchesWithoutLeader: true,
 		Logger:                  log,
-	})
-	if err != nil {
-		m.Close()
-		return nil, "", err
+	}
+	// The member is ready, but a leader election may be under way (a
+	// member restarting into a cluster that lost its leader): the first
+	// read needs a leader, so it is retried for a while.
+	var s *etcd.Store
+	for deadline := time.Now().Add(time.Minute); ; {
+		if s, err = etcd.Open(ctx, opts); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			m.Close()
+			return nil, "", err
+		}
+		log.Info("The cluster member has no leader yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	return &MemberStore{Store: s, member: m}, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,22 +47,26 @@ type clusterStatus struct {
 	} `json:"members"`
 }
 
-// freeLoopbackPorts reserves n ports by listening and closing: the
-// servers bind them a moment later (a collision fails the start loudly).
+// freeLoopbackPorts finds n free ports below the kernel's ephemeral range
+// (32768 and up by default), so that no outgoing connection of an earlier
+// member takes one before its member binds it.
 func freeLoopbackPorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free loopback ports in 20000-32000", n)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
+		port := 20000 + rand.IntN(12000)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		ln.Close()
+		ports = append(ports, port)
 	}
 	return ports
 }
