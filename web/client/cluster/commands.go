@@ -70,7 +70,8 @@ func Remove(ctx context.Context, c *lease.Client, name string) error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(commandSynopsis, commandAbout, stderr)
 	kc := fs.String("kubeconfig", "", "kubeconfig `file` of a member (default $KUBECONFIG, else leasehold-data/kubeconfig)")
-	output := fs.String("o", "table", "output `format`: table or json")
+	output := fs.String("output", "table", "output `format`: table or json")
+	fs.Alias("o", "output")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	rest, err := fs.ParseInterspersed(args)
 	if code, stop := fs.Stop(err); stop {
