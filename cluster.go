@@ -59,6 +59,9 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
+	if !cl.Init && cl.Join == "" {
+		return nil, fmt.Errorf("%s holds a cluster member that never started: start it with --cluster-init or --join again", paths.Dir)
+	}
 	if len(token) == 0 {
 		return nil, errors.New("--cluster-init and --join need --cluster-token or --cluster-token-file")
 	}

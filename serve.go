@@ -136,6 +136,12 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return cfg, err
 	}
+	// A data directory that holds a cluster member restarts it, whatever
+	// the flags: serving a fresh bbolt database from it would split the
+	// device off its cluster without a word.
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "member.json")); err == nil {
+		cfg.Storage.Cluster.Rejoin = true
+	}
 	if err := cfg.Storage.Validate(); err != nil {
 		return cfg, err
 	}

@@ -49,8 +49,11 @@ type Config struct {
 
 // Cluster holds the flags of an embedded etcd member.
 type Cluster struct {
-	Init          bool
-	Join          string // any member's API URL
+	Init bool
+	Join string // any member's API URL
+	// Rejoin is set when the data directory already holds a member: it
+	// restarts as one with no cluster flag at all.
+	Rejoin        bool
 	Token         string
 	TokenFile     string
 	PeerListen    string // host:port of the etcd peer listener
@@ -68,7 +71,7 @@ type Cluster struct {
 }
 
 // Enabled reports whether serve runs an embedded etcd member.
-func (c *Cluster) Enabled() bool { return c.Init || c.Join != "" }
+func (c *Cluster) Enabled() bool { return c.Init || c.Join != "" || c.Rejoin }
 
 // RegisterFlags adds the storage flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -100,7 +103,7 @@ func (c *Config) Validate() error {
 			return errors.New("--cluster-init and --join exclude each other: a cluster starts once, then members join it")
 		}
 		if c.Backend != "bbolt" {
-			return fmt.Errorf("--storage %s cannot be combined with --cluster-init or --join (the embedded etcd member is the storage)", c.Backend)
+			return fmt.Errorf("--storage %s cannot be combined with --cluster-init, --join, or a data directory that holds a cluster member (the embedded etcd member is the storage)", c.Backend)
 		}
 		if cl.Token != "" && cl.TokenFile != "" {
 			return errors.New("give --cluster-token or --cluster-token-file, not both")

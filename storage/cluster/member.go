@@ -71,10 +71,10 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
-		return nil, fmt.Errorf("cluster: etcd member %s failed: %w", cfg.Name, err)
+		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting: %w; %s", cfg.Name, err, removedHint(cfg))
 	case <-e.Server.StopNotify():
 		e.Close()
-		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting (removed from the cluster?)", cfg.Name)
+		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting; %s", cfg.Name, removedHint(cfg))
 	case <-ctx.Done():
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
@@ -99,6 +99,12 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// removedHint says what to do about the usual reason a member stops at
+// start: it was removed, and etcd lets no removed member back in.
+func removedHint(cfg Config) string {
+	return "if it was removed from the cluster it cannot come back: delete " + cfg.Paths.Dir + " and --join again as a new member"
 }
 
 func embedConfig(cfg Config) (*embed.Config, error) {

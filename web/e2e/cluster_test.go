@@ -75,11 +75,12 @@ func freeLoopbackPorts(t *testing.T, n int) []int {
 // brings it back).
 func (m *clusterMember) start(t *testing.T) {
 	t.Helper()
-	listen := "127.0.0.1:0"
+	args := append([]string{"--listen", "127.0.0.1:0", "--data-dir", m.dataDir, "--log-level", "info"}, m.args...)
 	if m.ts != nil {
-		listen = m.ts.proc.hostPort() // a restart keeps its URL, for the clients that use it
+		// A restart keeps its URL, for the clients that use it, and
+		// needs no cluster flag: the data directory says it all.
+		args = []string{"--listen", m.ts.proc.hostPort(), "--data-dir", m.dataDir, "--log-level", "info"}
 	}
-	args := append([]string{"--listen", listen, "--data-dir", m.dataDir, "--log-level", "info"}, m.args...)
 	p, ready := spawnServer(t, args, nil)
 	if !ready {
 		t.Fatalf("member %s exited with code %d before it was ready; log:\n%s", m.name, p.code, p.log.String())
