@@ -49,6 +49,7 @@ import (
 	"github.com/leasehold/leasehold/storage/boltdb/dbcmd"
 	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/client/bench"
+	clusterclient "github.com/leasehold/leasehold/web/client/cluster"
 	"github.com/leasehold/leasehold/web/client/lease"
 	"github.com/leasehold/leasehold/web/client/run"
 )
@@ -80,6 +81,7 @@ var commands = []cli.Command{
 	// code downloads it, so that storage need not know HTTP.
 	dbcmd.BackupCommand(lease.DownloadBackup, engine.CheckStoredValue),
 	dbcmd.RestoreCommand,
+	clusterclient.Command,
 	dbcmd.CompactCommand,
 	bench.Command,
 	versionCommand,

@@ -160,6 +160,12 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return cfg, err
 	}
+	// A data directory that holds a cluster member restarts it, whatever
+	// the flags: serving a fresh bbolt database from it would split the
+	// device off its cluster without a word.
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "member.json")); err == nil {
+		cfg.Storage.Cluster.Rejoin = true
+	}
 	if err := cfg.Storage.Validate(); err != nil {
 		return cfg, err
 	}
@@ -182,6 +188,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	sec, err := cfg.Security.Build(cfg.Listen, cfg.DataDir, logger)
+	if err != nil {
+		return err
+	}
+	cs, err := prepareCluster(ctx, &cfg, logger.With("component", "cluster"))
 	if err != nil {
 		return err
 	}
@@ -293,6 +303,14 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if r, ok := store.(storage.MemoryReleaser); ok {
 		wopts.OnIdle = r.ReleaseMemory
 	}
+	// A cluster member serves its membership endpoints, and stops serving
+	// when its etcd member stops (removed from the cluster, or failed):
+	// answering from a member that is no longer one would be wrong.
+	var memberStopped <-chan struct{}
+	if ms, ok := store.(*backend.MemberStore); ok && cs != nil {
+		wopts.Cluster = cs.endpoints(ms.Member())
+		memberStopped = ms.Member().Stopped()
+	}
 	ops.configure(&wopts, cfg, sec, store, plugins, &ctrl)
 	srv, err := web.NewServer(wopts)
 	if err != nil {
@@ -327,13 +345,30 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		}
 		defer os.Remove(cfg.ReadyFile)
 	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	var stoppedMember atomic.Bool
+	if memberStopped != nil {
+		background.Go(func() {
+			select {
+			case <-memberStopped:
+				stoppedMember.Store(true)
+				logger.Error("The embedded etcd member stopped (removed from the cluster?); stopping the server")
+				stopServing()
+			case <-bgCtx.Done():
+			}
+		})
+	}
 	sdnotify.Follow(bgCtx, ctx, &background, allPass(wopts.ReadyChecks), checkNamed(wopts.ReadyChecks, "storage"),
 		"serving the Lease API at "+serverURL, logger)
-	if err := srv.Serve(ctx, ln); err != nil {
+	if err := srv.Serve(serveCtx, ln); err != nil {
 		stopBackground()
 		return fmt.Errorf("serve: %w", err)
 	}
 	stopBackground()
+	if stoppedMember.Load() {
+		return errors.New("the embedded etcd member stopped")
+	}
 	logger.Info("Stopped serving")
 	return nil
 }

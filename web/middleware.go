@@ -36,7 +36,8 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		rc.Error("400 Bad Request: both Content-Length and Transfer-Encoding", fasthttp.StatusBadRequest)
 		return
 	}
-	public := isHealthPath(info.Path) || ui.Public(rc)
+	// The join is authenticated by the cluster token (serveClusterJoin).
+	public := isHealthPath(info.Path) || ui.Public(rc) || (s.cluster != nil && info.Path == clusterJoinPath)
 	if !public && s.authn.Enabled() {
 		u, err := s.authn.Authenticate(rc.Request.Header.Peek("Authorization"), rc.TLSConnectionState())
 		if err != nil {
@@ -176,6 +177,8 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 		s.serveMetrics(rc)
 	case p == backupPath && s.backup != nil:
 		s.serveBackup(rc)
+	case s.cluster != nil && (p == clusterPath || strings.HasPrefix(p, clusterPath+"/")):
+		s.serveCluster(rc, p)
 	default:
 		if s.ui.Serve(rc) { // /ui/..., and / for browsers
 			return

@@ -62,6 +62,9 @@ type Options struct {
 	// Backup, when set, serves GET /leasehold/v1/backup: a consistent
 	// copy of the database (storage/boltdb's Store.Backup fits).
 	Backup func(ctx context.Context, w io.Writer) (int64, error)
+	// Cluster, when set, serves /leasehold/v1/cluster: the members of an
+	// embedded etcd cluster, their removal, and the join handshake.
+	Cluster *Cluster
 	// Limits bound what clients may hold; zero fields get defaults.
 	Limits Limits
 	// ShutdownDelay keeps serving, with /readyz failing, for this long
@@ -106,6 +109,7 @@ type Server struct {
 	authz       auth.Policies
 	metrics     *metrics.Registry
 	backup      func(ctx context.Context, w io.Writer) (int64, error)
+	cluster     *Cluster
 	limits      *limiter
 	bodies      bodyBudget
 	// authFailures throttles the access lines of failed authentications.
@@ -133,7 +137,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, authz: opts.Policies, metrics: opts.Metrics,
-		backup: opts.Backup, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
+		backup: opts.Backup, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/storage/etcd"
 )
 
@@ -40,7 +42,36 @@ type Config struct {
 	// AcceptMetaFallback opens a bbolt file whose newer meta page is
 	// damaged on the older one (boltdb.Options.AcceptMetaFallback).
 	AcceptMetaFallback bool
+	// Cluster is the embedded etcd member's configuration (Backend
+	// "cluster", chosen by --cluster-init or --join).
+	Cluster Cluster
 }
+
+// Cluster holds the flags of an embedded etcd member.
+type Cluster struct {
+	Init bool
+	Join string // any member's API URL
+	// Rejoin is set when the data directory already holds a member: it
+	// restarts as one with no cluster flag at all.
+	Rejoin        bool
+	Token         string
+	TokenFile     string
+	PeerListen    string // host:port of the etcd peer listener
+	ClientListen  string // host:port of the etcd client listener
+	Name          string // the member's name (default: host name and peer port)
+	AdvertiseHost string // the address other members reach this one at
+	// RequestTimeout bounds each storage request of a member, so that one
+	// cut off from its quorum answers errors instead of hanging.
+	RequestTimeout time.Duration
+
+	// Member is the member to start, filled in by the composition root
+	// once the member's certificates and state are in place (the join
+	// handshake happens over HTTP, which storage does not speak).
+	Member *cluster.Config
+}
+
+// Enabled reports whether serve runs an embedded etcd member.
+func (c *Cluster) Enabled() bool { return c.Init || c.Join != "" || c.Rejoin }
 
 // RegisterFlags adds the storage flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -53,11 +84,44 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EtcdCertFile, "etcd-certfile", "", "PEM client certificate `file` for etcd (with --etcd-keyfile)")
 	fs.StringVar(&c.EtcdKeyFile, "etcd-keyfile", "", "PEM client key `file` for etcd (with --etcd-certfile)")
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for etcd at startup before giving up")
+	fs.BoolVar(&c.Cluster.Init, "cluster-init", false, "start a new cluster of leasehold servers on an embedded etcd member, with this server as its first member (other devices then --join it); a restart with the same data directory rejoins")
+	fs.StringVar(&c.Cluster.Join, "join", "", "join the cluster of the member serving the API at `URL` (https://device-1:6443; http only on loopback), with --cluster-token; a restart with the same data directory rejoins without it")
+	fs.StringVar(&c.Cluster.Token, "cluster-token", "", "shared secret `token` that admits members to the cluster (prefer --cluster-token-file: command lines are visible to other users); it is never sent, only proven")
+	fs.StringVar(&c.Cluster.TokenFile, "cluster-token-file", "", "`file` holding the cluster token")
+	fs.StringVar(&c.Cluster.PeerListen, "peer-listen", "127.0.0.1:2380", "`host:port` of the embedded etcd member's peer listener (mutual TLS from the cluster CA)")
+	fs.StringVar(&c.Cluster.ClientListen, "cluster-client-listen", "", "`host:port` of the embedded etcd member's client listener, which --storage etcd replicas may use with a client certificate of the cluster CA (default: the --peer-listen host, port one below)")
+	fs.StringVar(&c.Cluster.Name, "member-name", "", "the embedded etcd member's `name`, unique in the cluster (default: host name and peer port)")
+	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
+	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member may take: a member cut off from its quorum answers 5xx within it")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
 // Validate checks the parsed flags.
 func (c *Config) Validate() error {
+	if cl := &c.Cluster; cl.Enabled() {
+		if cl.Init && cl.Join != "" {
+			return errors.New("--cluster-init and --join exclude each other: a cluster starts once, then members join it")
+		}
+		if c.Backend != "bbolt" {
+			return fmt.Errorf("--storage %s cannot be combined with --cluster-init, --join, or a data directory that holds a cluster member (the embedded etcd member is the storage)", c.Backend)
+		}
+		if cl.Token != "" && cl.TokenFile != "" {
+			return errors.New("give --cluster-token or --cluster-token-file, not both")
+		}
+		if _, _, err := net.SplitHostPort(cl.PeerListen); err != nil {
+			return fmt.Errorf("invalid --peer-listen %q: %w", cl.PeerListen, err)
+		}
+		if cl.ClientListen != "" {
+			if _, _, err := net.SplitHostPort(cl.ClientListen); err != nil {
+				return fmt.Errorf("invalid --cluster-client-listen %q: %w", cl.ClientListen, err)
+			}
+		}
+		if cl.RequestTimeout <= 0 {
+			return fmt.Errorf("invalid --cluster-request-timeout %s: must be positive", cl.RequestTimeout)
+		}
+		c.Backend = "cluster"
+		return nil
+	}
 	switch c.Backend {
 	case "bbolt":
 	case "etcd":
@@ -75,13 +139,81 @@ func (c *Config) Validate() error {
 
 // Shared reports whether several replicas may share the backend, so that
 // a replica's election controller runs only while the store elects it.
-func (c *Config) Shared() bool { return c.Backend == "etcd" }
+func (c *Config) Shared() bool { return c.Backend == "etcd" || c.Backend == "cluster" }
+
+// MemberStore is the store of an embedded etcd member: the etcd backend
+// over the member's own client URL, which closes the member with it.
+type MemberStore struct {
+	*etcd.Store
+	member *cluster.Member
+}
+
+// Member is the running etcd member, for the membership operations.
+func (s *MemberStore) Member() *cluster.Member { return s.member }
+
+// Close closes the store, then stops the member.
+func (s *MemberStore) Close() error {
+	err := s.Store.Close()
+	s.member.Close()
+	return err
+}
+
+func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string, error) {
+	mc := c.Cluster.Member
+	if mc == nil {
+		return nil, "", errors.New("the cluster member is not prepared")
+	}
+	mc.Logger = log
+	m, err := cluster.Start(ctx, *mc)
+	if err != nil {
+		return nil, "", err
+	}
+	tlsCfg, err := etcd.TLSConfig(mc.Paths.CAFile, mc.Paths.CertFile, mc.Paths.KeyFile)
+	if err != nil {
+		m.Close()
+		return nil, "", err
+	}
+	opts := etcd.Options{
+		// The local member only: a member cut off from its quorum must
+		// fail its own clients' requests, not move them elsewhere.
+		Endpoints:               []string{m.ClientURL()},
+		Prefix:                  c.EtcdPrefix,
+		TLS:                     tlsCfg,
+		DialTimeout:             c.EtcdDialTimeout,
+		CompactInterval:         c.WatchHistory,
+		RequestTimeout:          c.Cluster.RequestTimeout,
+		EndWatchesWithoutLeader: true,
+		Logger:                  log,
+	}
+	// The member is ready, but a leader election may be under way (a
+	// member restarting into a cluster that lost its leader): the first
+	// read needs a leader, so it is retried for a while.
+	var s *etcd.Store
+	for deadline := time.Now().Add(time.Minute); ; {
+		if s, err = etcd.Open(ctx, opts); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			m.Close()
+			return nil, "", err
+		}
+		log.Info("The cluster member has no leader yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return &MemberStore{Store: s, member: m}, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
+}
 
 // Open opens the configured backend; a bbolt database lives in dataDir.
 // onCommit, when set, observes bbolt's commits. The returned string names
 // the backend in logs and the UI: the bbolt file, or the etcd endpoints
 // and prefix.
 func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Duration, writes int, err error), log *slog.Logger) (Store, string, error) {
+	if c.Backend == "cluster" {
+		return openMember(ctx, c, log)
+	}
 	if c.Backend == "etcd" {
 		tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
 		if err != nil {

@@ -23,7 +23,9 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 	// The lease is granted under ctx, so that a campaign against an
 	// unreachable cluster ends with it; the session's keepalives must not
 	// end with ctx, or leadership would be lost before the resignation.
-	lease, err := s.client.Grant(ctx, int64(ttl))
+	gctx, cancel := s.opCtx(ctx)
+	lease, err := s.client.Grant(gctx, int64(ttl))
+	cancel()
 	if err != nil {
 		return nil, s.wrapErr("election lease", err)
 	}

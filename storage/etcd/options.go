@@ -41,6 +41,18 @@ type Options struct {
 	ElectionTTL time.Duration
 	// Logger receives operational messages (default slog.Default()).
 	Logger *slog.Logger
+
+	// RequestTimeout, when positive, bounds every read and write, and
+	// each then requires the member to know a raft leader, so that a
+	// member cut off from its quorum fails fast (etcd's "no leader")
+	// instead of waiting for etcd's own request timeout. The embedded
+	// cluster (storage/cluster) sets it; 0 keeps the caller's deadline.
+	RequestTimeout time.Duration
+	// EndWatchesWithoutLeader ends watches with an error when the member
+	// loses its leader, instead of resuming them on another member: with
+	// one local member as the only endpoint there is none to move to, and
+	// the API's watchers must relist elsewhere.
+	EndWatchesWithoutLeader bool
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -131,6 +131,15 @@ func (s *Store) wrapErr(op string, err error) error {
 	return fmt.Errorf("etcd: %s: %w", op, err)
 }
 
+// opCtx bounds one request by Options.RequestTimeout, requiring a leader
+// (see there); without it, ctx is used as it is.
+func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.opts.RequestTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(clientv3.WithRequireLeader(ctx), s.opts.RequestTimeout)
+}
+
 func (s *Store) checkOpen() error {
 	if s.closed.Load() {
 		return storage.ErrClosed
@@ -144,6 +153,8 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 	if err := s.checkOpen(); err != nil {
 		return storage.KeyValue{}, err
 	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, s.key(key))
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("get "+key, err)
@@ -160,6 +171,8 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
 	}
 	k := s.key(key)
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, string(value))).
@@ -184,6 +197,8 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedMo
 	k := s.key(key)
 	// etcd compares a missing key as revision 0: requiring a positive
 	// create revision keeps Update from creating keys.
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
 			clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).
@@ -214,6 +229,8 @@ func (s *Store) Delete(ctx context.Context, key string, expectedModRevision int6
 	if expectedModRevision != 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision))
 	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	resp, err := s.client.Txn(ctx).
 		If(cmps...).
 		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
@@ -258,6 +275,8 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, s.metaKey, clientv3.WithCountOnly())
 	if err != nil {
 		return 0, s.wrapErr("current revision", err)
@@ -272,6 +291,8 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 	if err := s.checkOpen(); err != nil {
 		return st, err
 	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
 	all, err := s.client.Get(ctx, s.prefix, clientv3.WithRange(storage.PrefixEnd(s.prefix)), clientv3.WithCountOnly())
 	if err != nil {
 		return st, s.wrapErr("stats", err)

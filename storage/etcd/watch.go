@@ -149,6 +149,8 @@ func (w *watcher) run(ctx context.Context, since int64) {
 			case resp.CompactRevision != 0:
 				w.s.noteCompacted(resp.CompactRevision)
 				end(fmt.Errorf("etcd: watch %q from %d (compacted %d): %w", w.prefix, last, resp.CompactRevision, storage.ErrCompacted))
+			case errors.Is(resp.Err(), rpctypes.ErrNoLeader) && w.s.opts.EndWatchesWithoutLeader:
+				end(w.s.wrapErr("watch "+w.prefix, resp.Err()))
 			case errors.Is(resp.Err(), rpctypes.ErrNoLeader):
 				// The member lost its leader: resume from the last
 				// revision on another member once the client moved.

@@ -58,3 +58,7 @@ func fieldAttrs(fields []zapcore.Field) []any {
 	}
 	return out
 }
+
+// NewZapLogger is newZapLogger for the embedded etcd member
+// (storage/cluster), whose server logs through zap as its client does.
+func NewZapLogger(log *slog.Logger) *zap.Logger { return newZapLogger(log) }

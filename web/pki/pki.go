@@ -108,6 +108,25 @@ func (a *Authority) IssueServing(commonName string, hosts []string) (certPEM, ke
 	return a.issue(tmpl, ServingValidity)
 }
 
+// IssuePeer issues a certificate for both ends of mutual TLS, server and
+// client, for hosts: what an etcd member presents to its peers and
+// clients, and to the other members when it dials them.
+func (a *Authority) IssuePeer(commonName string, hosts []string) (certPEM, keyPEM []byte, err error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return a.issue(tmpl, CAValidity)
+}
+
 // IssueClient issues a client certificate that kube-apiserver (and
 // leasehold) read as user commonName in groups (the Organizations).
 func (a *Authority) IssueClient(commonName string, groups []string) (certPEM, keyPEM []byte, err error) {

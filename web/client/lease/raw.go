@@ -37,3 +37,10 @@ func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64,
 func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, c.base.String()+path, nil, out)
 }
+
+// Do sends method to path (e.g. DELETE /leasehold/v1/cluster/members/m2)
+// with body JSON-encoded (nil: none) and decodes a 2xx JSON answer into
+// out. A non-2xx answer is returned as a *StatusError.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	return c.do(ctx, method, c.base.String()+path, body, out)
+}

@@ -1,0 +1,11 @@
+// Package cluster runs the etcd member embedded in "leasehold serve
+// --cluster-init" and "--join" (etcd's own server, go.etcd.io/etcd/server/v3/embed):
+// its start with mutual TLS on the peer and client listeners, the
+// self-promotion of a joining learner once it caught up, the membership
+// operations the join handshake and "leasehold cluster" need, and the small
+// state file that lets a member restart with its data directory alone.
+//
+// The leases themselves are stored by storage/etcd over the member's own
+// client URL; this package knows nothing of certificates' issuing or of
+// HTTP (the composition root and web do that).
+package cluster

@@ -1,0 +1,403 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/leasehold/leasehold/storage/etcd"
+)
+
+// Config starts one member.
+type Config struct {
+	State
+	Paths Paths
+	// InitialCluster is etcd's --initial-cluster (name=peerURL,...): this
+	// member alone for a new cluster, every member for a joiner. A member
+	// restarting from its data ignores it.
+	InitialCluster string
+	// Join starts a member that was added to an existing cluster.
+	Join bool
+	// StartTimeout bounds the wait for the member to be ready (it needs a
+	// quorum) and, for a joiner, to be promoted from learner.
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Member is a running embedded etcd member.
+type Member struct {
+	cfg    Config
+	etcd   *embed.Etcd
+	client *clientv3.Client
+	log    *slog.Logger
+	done   chan struct{} // closed by Close
+}
+
+// initialClusterToken must be equal on the members bootstrapping a cluster;
+// every leasehold cluster starts with one member, so a constant does.
+const initialClusterToken = "leasehold"
+
+// Start runs the member and returns once it serves linearizable requests:
+// it is ready (it has a quorum) and, when it joined as a learner, promoted.
+func Start(ctx context.Context, cfg Config) (*Member, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 2 * time.Minute
+	}
+	ec, err := embedConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
+	}
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting: %w; %s", cfg.Name, err, removedHint(cfg))
+	case <-e.Server.StopNotify():
+		e.Close()
+		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting; %s", cfg.Name, removedHint(cfg))
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
+	}
+	tlsCfg, err := etcd.TLSConfig(cfg.Paths.CAFile, cfg.Paths.CertFile, cfg.Paths.KeyFile)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	m.client, err = clientv3.New(clientv3.Config{
+		Endpoints:   []string{cfg.AdvertiseClient},
+		TLS:         tlsCfg,
+		DialTimeout: 5 * time.Second,
+		Logger:      etcd.NewZapLogger(cfg.Logger.With("component", "etcd-client")),
+	})
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("cluster: client of member %s: %w", cfg.Name, err)
+	}
+	if err := m.promoteSelf(ctx, tlsCfg); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// removedHint says what to do about the usual reason a member stops at
+// start: it was removed, and etcd lets no removed member back in.
+func removedHint(cfg Config) string {
+	return "if it was removed from the cluster it cannot come back: delete " + cfg.Paths.Dir + " and --join again as a new member"
+}
+
+func embedConfig(cfg Config) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Paths.EtcdDir
+	var err error
+	if ec.ListenPeerUrls, err = urls("https://" + cfg.ListenPeer); err != nil {
+		return nil, err
+	}
+	if ec.ListenClientUrls, err = urls("https://" + cfg.ListenClient); err != nil {
+		return nil, err
+	}
+	if ec.AdvertisePeerUrls, err = urls(cfg.AdvertisePeer); err != nil {
+		return nil, err
+	}
+	if ec.AdvertiseClientUrls, err = urls(cfg.AdvertiseClient); err != nil {
+		return nil, err
+	}
+	// Mutual TLS from the cluster CA on both listeners: a peer or client
+	// without a certificate of this cluster is refused.
+	tlsInfo := transport.TLSInfo{CertFile: cfg.Paths.CertFile, KeyFile: cfg.Paths.KeyFile,
+		TrustedCAFile: cfg.Paths.CAFile, ClientCertAuth: true}
+	ec.PeerTLSInfo, ec.ClientTLSInfo = tlsInfo, tlsInfo
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = cfg.Name + "=" + cfg.AdvertisePeer
+	}
+	ec.InitialClusterToken = initialClusterToken
+	ec.ClusterState = embed.ClusterStateFlagNew
+	if cfg.Join {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
+	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.Logger.With("component", "etcd-member")))
+	// NewConfig leaves this to its flag's default; zero would log every
+	// request as slow.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	// storage/etcd compacts to --watch-history itself.
+	ec.AutoCompactionRetention = "0"
+	// No metrics or gateway listeners beyond the client URL.
+	ec.EnableGRPCGateway = false
+	return ec, nil
+}
+
+func urls(raw string) ([]url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("cluster: invalid URL %q", raw)
+	}
+	return []url.URL{*u}, nil
+}
+
+// promoteSelf turns a learner into a voting member once it has caught up
+// with the leader (etcd refuses the promotion before), retrying until ctx
+// ends. A learner serves no MemberPromote itself: it asks the voting
+// members, found in its own (serializable) member list. A member that is
+// no learner returns at once.
+func (m *Member) promoteSelf(ctx context.Context, tlsCfg *tls.Config) error {
+	if !m.etcd.Server.IsLearner() {
+		return nil
+	}
+	id := uint64(m.etcd.Server.MemberID())
+	var voters *clientv3.Client
+	defer func() {
+		if voters != nil {
+			_ = voters.Close()
+		}
+	}()
+	var err error
+	for attempt := 0; ; attempt++ {
+		if !m.etcd.Server.IsLearner() {
+			return nil
+		}
+		if voters == nil {
+			voters, err = m.votersClient(tlsCfg)
+		}
+		if voters != nil {
+			if _, err = voters.MemberPromote(ctx, id); err == nil {
+				m.log.Info("Promoted from learner to voting member", "member", m.cfg.Name)
+				return nil
+			}
+		}
+		if attempt%10 == 0 {
+			m.log.Info("Waiting to catch up before promotion", "member", m.cfg.Name, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: promote learner %s: %w (last: %v)", m.cfg.Name, ctx.Err(), err)
+		case <-m.etcd.Server.StopNotify():
+			return fmt.Errorf("cluster: member %s stopped while a learner", m.cfg.Name)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// votersClient is a client of the cluster's voting members, found in the
+// membership the member applied (a learner serves no MemberList).
+func (m *Member) votersClient(tlsCfg *tls.Config) (*clientv3.Client, error) {
+	var eps []string
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if !mem.IsLearner {
+			eps = append(eps, mem.ClientURLs...)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("no voting member with a client URL")
+	}
+	return clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialTimeout: 5 * time.Second,
+		Logger: etcd.NewZapLogger(m.log.With("component", "etcd-client"))})
+}
+
+// ClientURL is the member's client URL, for the store and for replicas.
+func (m *Member) ClientURL() string { return m.cfg.AdvertiseClient }
+
+// Name is the member's name.
+func (m *Member) Name() string { return m.cfg.Name }
+
+// Stopped is closed when the etcd member stops, for instance because it
+// was removed from the cluster: its server must not go on serving.
+func (m *Member) Stopped() <-chan struct{} { return m.etcd.Server.StopNotify() }
+
+// Close stops the member: first its client, then the server.
+func (m *Member) Close() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	close(m.done)
+	if m.client != nil {
+		_ = m.client.Close()
+	}
+	m.etcd.Close()
+}
+
+// MemberStatus is one member as "leasehold cluster members" shows it.
+type MemberStatus struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	Learner    bool     `json:"learner"`
+	Leader     bool     `json:"leader"`
+	Healthy    bool     `json:"healthy"`
+	RaftIndex  uint64   `json:"raftIndex"`
+	RaftTerm   uint64   `json:"raftTerm"`
+	DBSize     int64    `json:"dbSizeBytes"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// Status is the cluster as this member sees it.
+type Status struct {
+	Self    string         `json:"self"`
+	Leader  string         `json:"leader"` // the etcd leader's name ("" while none)
+	Members []MemberStatus `json:"members"`
+}
+
+// Status lists the members and asks each for its status, each within a
+// second: a dead member shows unhealthy rather than stalling the answer.
+func (m *Member) Status(ctx context.Context) (Status, error) {
+	st := Status{Self: m.cfg.Name}
+	list, err := m.client.MemberList(ctx)
+	if err != nil {
+		return st, fmt.Errorf("cluster: member list: %w", err)
+	}
+	type answer struct {
+		i    int
+		resp *clientv3.StatusResponse
+		err  error
+	}
+	answers := make(chan answer, len(list.Members))
+	for i, mem := range list.Members {
+		ms := MemberStatus{Name: mem.Name, ID: fmt.Sprintf("%x", mem.ID), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
+		st.Members = append(st.Members, ms)
+		go func() {
+			if len(mem.ClientURLs) == 0 {
+				answers <- answer{i: i, err: errors.New("not started yet")}
+				return
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			resp, err := m.client.Status(sctx, mem.ClientURLs[0])
+			answers <- answer{i: i, resp: resp, err: err}
+		}()
+	}
+	var leaderID, leaderTerm uint64
+	for range list.Members {
+		a := <-answers
+		ms := &st.Members[a.i]
+		if a.err != nil {
+			ms.Error = a.err.Error()
+			continue
+		}
+		ms.RaftIndex, ms.RaftTerm, ms.DBSize = a.resp.RaftIndex, a.resp.RaftTerm, a.resp.DbSize
+		ms.Healthy = a.resp.Leader != 0 && len(a.resp.Errors) == 0
+		if len(a.resp.Errors) > 0 {
+			ms.Error = strings.Join(a.resp.Errors, "; ")
+		}
+		// Members may briefly disagree during an election: the leader of
+		// the latest term wins.
+		if a.resp.Leader != 0 && a.resp.RaftTerm >= leaderTerm {
+			leaderID, leaderTerm = a.resp.Leader, a.resp.RaftTerm
+		}
+	}
+	for i := range st.Members {
+		if list.Members[i].ID == leaderID && leaderID != 0 {
+			st.Members[i].Leader = true
+			st.Leader = st.Members[i].Name
+		}
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].Name < st.Members[j].Name })
+	return st, nil
+}
+
+// Admitted is what a joiner needs to start: etcd's initial cluster with
+// itself in it, and the members' client URLs.
+type Admitted struct {
+	InitialCluster string
+	ClientURLs     []string
+}
+
+// AddLearner adds a joiner as a learner (etcd's safe way: it does not
+// count towards quorum until it caught up and was promoted). A member of
+// that name that was added but never started (a join that failed midway)
+// is replaced; a started member of that name is refused.
+func (m *Member) AddLearner(ctx context.Context, name, peerURL string) (Admitted, error) {
+	list, err := m.client.MemberList(ctx)
+	if err != nil {
+		return Admitted{}, fmt.Errorf("cluster: member list: %w", err)
+	}
+	for _, mem := range list.Members {
+		if mem.Name == name {
+			return Admitted{}, fmt.Errorf("cluster: a member named %q exists: %w", name, ErrMemberExists)
+		}
+		for _, u := range mem.PeerURLs {
+			if u == peerURL && mem.Name == "" {
+				// Added by an earlier attempt that never started.
+				if _, err := m.client.MemberRemove(ctx, mem.ID); err != nil {
+					return Admitted{}, fmt.Errorf("cluster: remove the unstarted member at %s: %w", peerURL, err)
+				}
+			} else if u == peerURL {
+				return Admitted{}, fmt.Errorf("cluster: member %q already uses peer URL %s: %w", mem.Name, peerURL, ErrMemberExists)
+			}
+		}
+	}
+	resp, err := m.client.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return Admitted{}, fmt.Errorf("cluster: add learner %s at %s: %w", name, peerURL, err)
+	}
+	var ad Admitted
+	var parts []string
+	for _, mem := range resp.Members {
+		n := mem.Name
+		if mem.ID == resp.Member.ID {
+			n = name
+		}
+		if n == "" {
+			continue // another joiner that has not started
+		}
+		for _, u := range mem.PeerURLs {
+			parts = append(parts, n+"="+u)
+		}
+		ad.ClientURLs = append(ad.ClientURLs, mem.ClientURLs...)
+	}
+	ad.InitialCluster = strings.Join(parts, ",")
+	m.log.Info("Added a learner", "member", name, "peer_url", peerURL)
+	return ad, nil
+}
+
+// ErrMemberExists is returned by AddLearner for a name or peer URL in use.
+var ErrMemberExists = errors.New("member exists")
+
+// ErrNoSuchMember is returned by Remove for an unknown name.
+var ErrNoSuchMember = errors.New("no such member")
+
+// Remove removes the member called name (or with that hexadecimal ID).
+// etcd refuses the removal when it would leave the cluster without a
+// quorum of started members; a removed member stops at its next contact
+// and cannot come back with its old data.
+func (m *Member) Remove(ctx context.Context, name string) error {
+	list, err := m.client.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: member list: %w", err)
+	}
+	for _, mem := range list.Members {
+		if mem.Name == name || fmt.Sprintf("%x", mem.ID) == name {
+			if _, err := m.client.MemberRemove(ctx, mem.ID); err != nil {
+				return fmt.Errorf("cluster: remove member %s: %w", name, err)
+			}
+			m.log.Info("Removed a member", "member", name)
+			return nil
+		}
+	}
+	return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+}

@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/storage"
+	"github.com/leasehold/leasehold/storage/etcd"
+	"github.com/leasehold/leasehold/storage/storagetest"
+)
+
+// writeTestPKI writes a CA and a member certificate for 127.0.0.1 (what
+// the composition root issues with web/pki, which storage may not import).
+func writeTestPKI(t *testing.T, p Paths) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "m1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, block := range map[string]*pem.Block{
+		p.CAFile:   {Type: "CERTIFICATE", Bytes: caDER},
+		p.CertFile: {Type: "CERTIFICATE", Bytes: der},
+		p.KeyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startMember runs a one-member cluster in dir.
+func startMember(t *testing.T, dir string) (*Member, Config) {
+	t.Helper()
+	p := PathsIn(dir)
+	writeTestPKI(t, p)
+	peer, client := freePort(t), freePort(t)
+	cfg := Config{
+		State: State{Name: "m1",
+			ListenPeer: fmt.Sprintf("127.0.0.1:%d", peer), ListenClient: fmt.Sprintf("127.0.0.1:%d", client),
+			AdvertisePeer: fmt.Sprintf("https://127.0.0.1:%d", peer), AdvertiseClient: fmt.Sprintf("https://127.0.0.1:%d", client)},
+		Paths: p, Logger: slog.New(slog.DiscardHandler), StartTimeout: time.Minute,
+	}
+	if err := SaveState(p, cfg.State); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(m.Close)
+	return m, cfg
+}
+
+// TestConformanceOnEmbeddedMember runs the storage contract suite on the
+// etcd backend over an embedded member, with the options serve uses for
+// one (bounded requests that need a leader, watches that end without one).
+func TestConformanceOnEmbeddedMember(t *testing.T) {
+	m, cfg := startMember(t, t.TempDir())
+	tlsCfg, err := etcd.TLSConfig(cfg.Paths.CAFile, cfg.Paths.CertFile, cfg.Paths.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Run(t, func(t *testing.T) storage.Interface {
+		s, err := etcd.Open(context.Background(), etcd.Options{
+			Endpoints: []string{m.ClientURL()}, Prefix: "/conformance", TLS: tlsCfg,
+			CompactInterval: -1, RequestTimeout: 3 * time.Second, EndWatchesWithoutLeader: true,
+			WatchQueueLimit: storagetest.SlowWatcherWrites / 4, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+// TestMemberStatusAndRestart checks what "leasehold cluster status" shows
+// of a single member, that unknown members cannot be removed, and that a
+// member restarts from its state and data alone.
+func TestMemberStatusAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	m, _ := startMember(t, dir)
+	ctx := context.Background()
+	st, err := m.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if st.Leader != "m1" || len(st.Members) != 1 || !st.Members[0].Healthy || !st.Members[0].Leader ||
+		st.Members[0].RaftIndex == 0 || st.Members[0].DBSize == 0 {
+		t.Errorf("Status = %+v, want m1 alone, healthy, leading, with a raft index and a db size", st)
+	}
+	if err := m.Remove(ctx, "nobody"); !errors.Is(err, ErrNoSuchMember) {
+		t.Errorf("Remove(nobody) = %v, want ErrNoSuchMember", err)
+	}
+	m.Close()
+
+	p := PathsIn(dir)
+	state, err := LoadState(p)
+	if err != nil {
+		t.Fatalf("LoadState after a run: %v", err)
+	}
+	again, err := Start(ctx, Config{State: state, Paths: p, Join: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("restart from the data directory: %v", err)
+	}
+	defer again.Close()
+	if st, err := again.Status(ctx); err != nil || st.Leader != "m1" {
+		t.Errorf("after the restart: Status = %+v, %v", st, err)
+	}
+	if _, err := LoadState(PathsIn(filepath.Join(dir, "elsewhere"))); err == nil {
+		t.Errorf("LoadState of an empty directory succeeded")
+	}
+}

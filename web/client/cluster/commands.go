@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/web/client/lease"
+)
+
+// Command is "leasehold cluster".
+var Command = cli.Command{
+	Name:     "cluster",
+	Synopsis: commandSynopsis,
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME)",
+	Run:      run,
+}
+
+const commandSynopsis = "cluster status|members|remove NAME [flags]"
+
+const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
+kubeconfig (admin endpoints: the user must be allowed to read everything):
+  status        the etcd leader and how many members are healthy, then the members
+  members       every member: name, ID, leader, health, learner, raft index, db size
+  remove NAME   remove a member (a dead device: quorum is then counted without it);
+                a removed member cannot come back with its old data directory`
+
+// Member is one member as the server reports it.
+type Member struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	Learner    bool     `json:"learner"`
+	Leader     bool     `json:"leader"`
+	Healthy    bool     `json:"healthy"`
+	RaftIndex  uint64   `json:"raftIndex"`
+	RaftTerm   uint64   `json:"raftTerm"`
+	DBSize     int64    `json:"dbSizeBytes"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// Status is GET /leasehold/v1/cluster.
+type Status struct {
+	Self    string   `json:"self"`
+	Leader  string   `json:"leader"`
+	Members []Member `json:"members"`
+}
+
+// GetStatus reads the cluster's status from the server c talks to.
+func GetStatus(ctx context.Context, c *lease.Client) (Status, error) {
+	var st Status
+	err := c.Do(ctx, http.MethodGet, "/leasehold/v1/cluster", nil, &st)
+	return st, err
+}
+
+// Remove removes the member called name through the server c talks to.
+func Remove(ctx context.Context, c *lease.Client, name string) error {
+	var out map[string]string
+	return c.Do(ctx, http.MethodDelete, "/leasehold/v1/cluster/members/"+url.PathEscape(name), nil, &out)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(commandSynopsis, commandAbout, stderr)
+	kc := fs.String("kubeconfig", "", "kubeconfig `file` of a member (default $KUBECONFIG, else leasehold-data/kubeconfig)")
+	output := fs.String("output", "table", "output `format`: table or json")
+	fs.Alias("o", "output")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	rest, err := fs.ParseInterspersed(args)
+	if code, stop := fs.Stop(err); stop {
+		return code
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "leasehold cluster: %s\nusage: leasehold %s\n", msg, commandSynopsis)
+		return cli.ExitUsage
+	}
+	if len(rest) == 0 {
+		return usage("missing subcommand")
+	}
+	if *output != "table" && *output != "json" {
+		return usage("-o must be table or json")
+	}
+	path := *kc
+	if path == "" {
+		if path = os.Getenv("KUBECONFIG"); path == "" {
+			path = "leasehold-data/kubeconfig"
+		}
+	}
+	cfg, err := lease.LoadKubeconfig(path, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold cluster: %v\n", err)
+		return cli.ExitFailure
+	}
+	c, err := lease.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold cluster: %v\n", err)
+		return cli.ExitFailure
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	switch rest[0] {
+	case "status", "members":
+		if len(rest) != 1 {
+			return usage(rest[0] + " takes no arguments")
+		}
+		st, err := GetStatus(ctx, c)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold cluster: %v\n", err)
+			return cli.ExitFailure
+		}
+		if *output == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(st)
+			return cli.ExitOK
+		}
+		if rest[0] == "status" {
+			healthy := 0
+			for _, m := range st.Members {
+				if m.Healthy {
+					healthy++
+				}
+			}
+			leader := st.Leader
+			if leader == "" {
+				leader = "(none: no quorum)"
+			}
+			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\n\n",
+				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self)
+		}
+		printMembers(stdout, st)
+		return cli.ExitOK
+	case "remove":
+		if len(rest) != 2 {
+			return usage("remove takes one member name")
+		}
+		if err := Remove(ctx, c, rest[1]); err != nil {
+			fmt.Fprintf(stderr, "leasehold cluster: remove %s: %v\n", rest[1], err)
+			return cli.ExitFailure
+		}
+		fmt.Fprintf(stdout, "removed member %s\n", rest[1])
+		return cli.ExitOK
+	default:
+		return usage(fmt.Sprintf("unknown subcommand %q", rest[0]))
+	}
+}
+
+func printMembers(w io.Writer, st Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tLEADER\tHEALTHY\tLEARNER\tRAFT INDEX\tDB SIZE\tPEER URL\tERROR")
+	for _, m := range st.Members {
+		peer := ""
+		if len(m.PeerURLs) > 0 {
+			peer = m.PeerURLs[0]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%d\t%d\t%s\t%s\n", m.Name, m.ID, m.Leader, m.Healthy, m.Learner, m.RaftIndex, m.DBSize, peer, m.Error)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// JoinRequest is what a joiner sends (the proof is added by Join).
+type JoinRequest struct {
+	Name      string   `json:"name"`
+	PeerURL   string   `json:"peerURL"`
+	ClientURL string   `json:"clientURL"`
+	Hosts     []string `json:"hosts"`
+	Proof     string   `json:"proof"`
+}
+
+// JoinResponse admits the joiner (see the server's ClusterJoinResponse).
+type JoinResponse struct {
+	CACert         string   `json:"caCert"`
+	CAKey          string   `json:"caKey"`
+	Cert           string   `json:"cert"`
+	Key            string   `json:"key"`
+	InitialCluster string   `json:"initialCluster"`
+	ClientURLs     []string `json:"clientURLs"`
+	Proof          string   `json:"proof"`
+}
+
+// The handshake's wire constants, as the server defines them: each side
+// proves the token with an HMAC over the TLS session's exported keying
+// material, so the token itself is never sent.
+const (
+	joinPath         = "/leasehold/v1/cluster/join"
+	joinProofLabel   = "leasehold cluster join v1: joiner"
+	memberProofLabel = "leasehold cluster join v1: member"
+	ekmLabel         = "EXPORTER-leasehold-cluster-join"
+	ekmLength        = 32
+)
+
+func proof(token []byte, label string, ekm []byte) string {
+	mac := hmac.New(sha256.New, token)
+	mac.Write([]byte(label))
+	mac.Write([]byte{0})
+	mac.Write(ekm)
+	return fmt.Sprintf("%x", mac.Sum(nil))
+}
+
+// ErrPlainHTTP refuses a join over plain HTTP beyond loopback.
+var ErrPlainHTTP = errors.New("joining over plain HTTP is allowed on loopback only: use the member's https:// URL")
+
+// Join runs the handshake with the member serving the API at apiURL. The
+// member's certificate is not verified by a CA (the joiner has none yet):
+// its proof of the token over this very TLS session is what authenticates
+// it, and the answer is accepted only with a valid one. It returns the
+// local address the connection used, a good default for the joiner's
+// advertised address.
+func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (JoinResponse, net.Addr, error) {
+	var out JoinResponse
+	u, err := url.Parse(strings.TrimRight(apiURL, "/"))
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return out, nil, fmt.Errorf("invalid --join URL %q: want https://host:port", apiURL)
+	}
+	host := u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	addr := net.JoinHostPort(host, port)
+	if u.Scheme == "http" && !isLoopback(host) {
+		return out, nil, ErrPlainHTTP
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	local := conn.LocalAddr()
+	var ekm []byte
+	if u.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{
+			ServerName: host,
+			MinVersion: tls.VersionTLS13, // keying material export is sound on 1.3
+			// The member is authenticated by its proof below, bound to
+			// this session's keying material, not by a certificate.
+			InsecureSkipVerify: true, //nolint:gosec // see above
+		})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return out, nil, fmt.Errorf("join %s: TLS: %w", apiURL, err)
+		}
+		st := tc.ConnectionState()
+		if ekm, err = st.ExportKeyingMaterial(ekmLabel, nil, ekmLength); err != nil {
+			return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+		}
+		conn = tc
+	}
+	req.Proof = proof(token, joinProofLabel, ekm)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return out, nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+joinPath, bytes.NewReader(body))
+	if err != nil {
+		return out, nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Close = true
+	if err := hreq.Write(conn); err != nil {
+		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
+	if err != nil {
+		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var st struct {
+			Message string `json:"message"`
+		}
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &st) == nil && st.Message != "" {
+			msg = st.Message
+		}
+		return out, nil, &RefusedError{URL: apiURL, Code: resp.StatusCode, Message: msg}
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return out, nil, fmt.Errorf("join %s: decode answer: %w", apiURL, err)
+	}
+	if !hmac.Equal([]byte(out.Proof), []byte(proof(token, memberProofLabel, ekm))) {
+		return JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
+	}
+	return out, local, nil
+}
+
+// RefusedError is a member's non-200 answer to a join.
+type RefusedError struct {
+	URL     string
+	Code    int
+	Message string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("join %s: %s (%d)", e.URL, e.Message, e.Code)
+}
+
+// Retryable reports whether a join that failed with err may succeed
+// later: the member was unreachable, or answered 5xx (etcd refuses a new
+// member until the cluster has been healthy for a few seconds).
+func Retryable(err error) bool {
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return re.Code >= 500
+	}
+	return !errors.Is(err, ErrPlainHTTP) && !strings.Contains(err.Error(), "did not prove")
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

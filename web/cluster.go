@@ -1,0 +1,190 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/web/apiserver"
+)
+
+// The membership endpoints of a server running an embedded etcd member.
+// Status and removal are admin endpoints (isAdminPath); the join is
+// authenticated by the cluster token alone, since a joiner has no other
+// credential yet.
+const (
+	clusterPath        = "/leasehold/v1/cluster"
+	clusterJoinPath    = "/leasehold/v1/cluster/join"
+	clusterMembersPath = "/leasehold/v1/cluster/members/"
+)
+
+// Cluster serves the membership endpoints; every field is required.
+type Cluster struct {
+	// Token is the cluster token a joiner must prove it knows.
+	Token []byte
+	// Join admits a member and returns what it needs to start.
+	Join func(ctx context.Context, req ClusterJoinRequest) (ClusterJoinResponse, error)
+	// Status reports the members (JSON-encoded as it is).
+	Status func(ctx context.Context) (any, error)
+	// Remove removes a member by name; ErrNoSuchMember when unknown.
+	Remove func(ctx context.Context, name string) error
+}
+
+// ErrNoSuchMember makes Cluster.Remove answer 404.
+var ErrNoSuchMember = errors.New("no such member")
+
+// ErrMemberExists makes Cluster.Join answer 409.
+var ErrMemberExists = errors.New("member exists")
+
+// ClusterJoinRequest is a joiner's POST to /leasehold/v1/cluster/join.
+type ClusterJoinRequest struct {
+	Name string `json:"name"`
+	// PeerURL and ClientURL are the joiner's advertised etcd URLs.
+	PeerURL   string `json:"peerURL"`
+	ClientURL string `json:"clientURL"`
+	// Hosts are the names and addresses its certificate must cover.
+	Hosts []string `json:"hosts"`
+	// Proof is ClusterProof(token, JoinProofLabel, keying material).
+	Proof string `json:"proof"`
+}
+
+// ClusterJoinResponse admits the joiner: the cluster CA (certificate and
+// key, so that every member can admit further members), its certificate,
+// and etcd's initial cluster with the joiner in it.
+type ClusterJoinResponse struct {
+	CACert         string   `json:"caCert"`
+	CAKey          string   `json:"caKey"`
+	Cert           string   `json:"cert"`
+	Key            string   `json:"key"`
+	InitialCluster string   `json:"initialCluster"`
+	ClientURLs     []string `json:"clientURLs"`
+	// Proof is ClusterProof(token, MemberProofLabel, keying material):
+	// the joiner trusts the CA above only with it.
+	Proof string `json:"proof"`
+}
+
+// The proofs of the join handshake. Each side proves it knows the token
+// with an HMAC over the TLS session's exported keying material (RFC 5705),
+// so the token never crosses the wire, and a proof made on one TLS session
+// is worthless on another: a man in the middle, who must run two sessions,
+// can neither relay nor forge it. On loopback without TLS the keying
+// material is empty.
+const (
+	JoinProofLabel    = "leasehold cluster join v1: joiner"
+	MemberProofLabel  = "leasehold cluster join v1: member"
+	ClusterEKMLabel   = "EXPORTER-leasehold-cluster-join"
+	ClusterEKMLength  = 32
+	clusterJoinMaxAge = 2 * time.Minute
+)
+
+// ClusterProof is the HMAC-SHA256 of label and ekm under token, in hex.
+func ClusterProof(token []byte, label string, ekm []byte) string {
+	mac := hmac.New(sha256.New, token)
+	mac.Write([]byte(label))
+	mac.Write([]byte{0})
+	mac.Write(ekm)
+	return fmt.Sprintf("%x", mac.Sum(nil))
+}
+
+// serveCluster answers the membership endpoints.
+func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
+	c := s.cluster
+	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinMaxAge)
+	defer cancel()
+	switch {
+	case p == clusterJoinPath:
+		if !rc.IsPost() {
+			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+			return
+		}
+		s.serveClusterJoin(ctx, rc)
+	case p == clusterPath:
+		if !rc.IsGet() {
+			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+			return
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
+			return
+		}
+		writeJSON(rc, st)
+	case strings.HasPrefix(p, clusterMembersPath):
+		name := strings.TrimPrefix(p, clusterMembersPath)
+		if !rc.IsDelete() {
+			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+			return
+		}
+		if err := c.Remove(ctx, name); err != nil {
+			if errors.Is(err, ErrNoSuchMember) {
+				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
+				return
+			}
+			s.api.WriteError(rc, apierrors.NewInternalError(err))
+			return
+		}
+		writeJSON(rc, map[string]string{"removed": name})
+	default:
+		notFound(rc)
+	}
+}
+
+// serveClusterJoin checks the joiner's proof and admits it. Off loopback
+// the handshake needs TLS: its keying material is what binds the proofs.
+func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) {
+	var ekm []byte
+	if st := rc.TLSConnectionState(); st != nil {
+		var err error
+		if ekm, err = st.ExportKeyingMaterial(ClusterEKMLabel, nil, ClusterEKMLength); err != nil {
+			s.api.WriteError(rc, apierrors.NewBadRequest("the join handshake needs TLS 1.3 (or 1.2 with extended master secret): "+err.Error()))
+			return
+		}
+	} else if !rc.RemoteIP().IsLoopback() {
+		s.api.WriteError(rc, apierrors.NewForbidden(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, "",
+			errors.New("joining over plain HTTP is allowed on loopback only; serve the API over TLS")))
+		return
+	}
+	var req ClusterJoinRequest
+	if err := json.Unmarshal(rc.PostBody(), &req); err != nil {
+		s.api.WriteError(rc, apierrors.NewBadRequest("join request: "+err.Error()))
+		return
+	}
+	want := ClusterProof(s.cluster.Token, JoinProofLabel, ekm)
+	if !hmac.Equal([]byte(req.Proof), []byte(want)) {
+		s.log.Warn("A join with a wrong cluster token was refused", "remote", rc.RemoteIP().String(), "member", req.Name)
+		s.api.WriteError(rc, apierrors.NewUnauthorized("the cluster token does not match"))
+		return
+	}
+	resp, err := s.cluster.Join(ctx, req)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrMemberExists):
+			s.api.WriteError(rc, apierrors.NewConflict(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, req.Name, err))
+		default:
+			s.api.WriteError(rc, apierrors.NewInternalError(err))
+		}
+		return
+	}
+	resp.Proof = ClusterProof(s.cluster.Token, MemberProofLabel, ekm)
+	s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
+	writeJSON(rc, resp)
+}
+
+func writeJSON(rc *fasthttp.RequestCtx, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		rc.Error("encode: "+err.Error(), fasthttp.StatusInternalServerError)
+		return
+	}
+	rc.SetContentType("application/json")
+	rc.SetBody(data)
+}
