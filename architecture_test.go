@@ -74,6 +74,9 @@ var layerRules = []layerRule{
 	{pkgs: []string{"web/kubeconfig"}, deny: []string{"web/...", "engine/...", "storage/...", "plugins/...", "k8s.io/", "github.com/"},
 		allow: []string{"web/kubeconfig"},
 		why:   "the kubeconfig renderer is shared by the server (which writes one at start) and the clients, so it must be a leaf"},
+	{pkgs: []string{"web/clusterjoin"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/..."},
+		allow: []string{"web/clusterjoin"},
+		why:   "the join handshake's wire contract is shared by the admitting server and the joining client, which must agree on every byte, so it must be a leaf: standard library only"},
 	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},
 		why: "client-go and chromedp are for tests only; the server binary stays small (Prometheus' client and parser come in with the embedded etcd server, which registers its metrics with them)"},
 }

@@ -3,10 +3,8 @@ package web
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/web/apiserver"
+	"github.com/leasehold/leasehold/web/clusterjoin"
 )
 
 // The membership endpoints of a server running an embedded etcd member.
@@ -23,7 +22,7 @@ import (
 // credential yet.
 const (
 	clusterPath        = "/leasehold/v1/cluster"
-	clusterJoinPath    = "/leasehold/v1/cluster/join"
+	clusterJoinPath    = clusterjoin.Path
 	clusterMembersPath = "/leasehold/v1/cluster/members/"
 )
 
@@ -45,55 +44,14 @@ var ErrNoSuchMember = errors.New("no such member")
 // ErrMemberExists makes Cluster.Join answer 409.
 var ErrMemberExists = errors.New("member exists")
 
-// ClusterJoinRequest is a joiner's POST to /leasehold/v1/cluster/join.
-type ClusterJoinRequest struct {
-	Name string `json:"name"`
-	// PeerURL and ClientURL are the joiner's advertised etcd URLs.
-	PeerURL   string `json:"peerURL"`
-	ClientURL string `json:"clientURL"`
-	// Hosts are the names and addresses its certificate must cover.
-	Hosts []string `json:"hosts"`
-	// Proof is ClusterProof(token, JoinProofLabel, keying material).
-	Proof string `json:"proof"`
-}
-
-// ClusterJoinResponse admits the joiner: the cluster CA (certificate and
-// key, so that every member can admit further members), its certificate,
-// and etcd's initial cluster with the joiner in it.
-type ClusterJoinResponse struct {
-	CACert         string   `json:"caCert"`
-	CAKey          string   `json:"caKey"`
-	Cert           string   `json:"cert"`
-	Key            string   `json:"key"`
-	InitialCluster string   `json:"initialCluster"`
-	ClientURLs     []string `json:"clientURLs"`
-	// Proof is ClusterProof(token, MemberProofLabel, keying material):
-	// the joiner trusts the CA above only with it.
-	Proof string `json:"proof"`
-}
-
-// The proofs of the join handshake. Each side proves it knows the token
-// with an HMAC over the TLS session's exported keying material (RFC 5705),
-// so the token never crosses the wire, and a proof made on one TLS session
-// is worthless on another: a man in the middle, who must run two sessions,
-// can neither relay nor forge it. On loopback without TLS the keying
-// material is empty.
-const (
-	JoinProofLabel    = "leasehold cluster join v1: joiner"
-	MemberProofLabel  = "leasehold cluster join v1: member"
-	ClusterEKMLabel   = "EXPORTER-leasehold-cluster-join"
-	ClusterEKMLength  = 32
-	clusterJoinMaxAge = 2 * time.Minute
+// ClusterJoinRequest and ClusterJoinResponse are the handshake's bodies.
+type (
+	ClusterJoinRequest  = clusterjoin.Request
+	ClusterJoinResponse = clusterjoin.Response
 )
 
-// ClusterProof is the HMAC-SHA256 of label and ekm under token, in hex.
-func ClusterProof(token []byte, label string, ekm []byte) string {
-	mac := hmac.New(sha256.New, token)
-	mac.Write([]byte(label))
-	mac.Write([]byte{0})
-	mac.Write(ekm)
-	return fmt.Sprintf("%x", mac.Sum(nil))
-}
+// clusterJoinMaxAge bounds how long one join may take on the server.
+const clusterJoinMaxAge = 2 * time.Minute
 
 // serveCluster answers the membership endpoints.
 func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
@@ -144,7 +102,7 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 	var ekm []byte
 	if st := rc.TLSConnectionState(); st != nil {
 		var err error
-		if ekm, err = st.ExportKeyingMaterial(ClusterEKMLabel, nil, ClusterEKMLength); err != nil {
+		if ekm, err = st.ExportKeyingMaterial(clusterjoin.EKMLabel, nil, clusterjoin.EKMLength); err != nil {
 			s.api.WriteError(rc, apierrors.NewBadRequest("the join handshake needs TLS 1.3 (or 1.2 with extended master secret): "+err.Error()))
 			return
 		}
@@ -158,7 +116,7 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		s.api.WriteError(rc, apierrors.NewBadRequest("join request: "+err.Error()))
 		return
 	}
-	want := ClusterProof(s.cluster.Token, JoinProofLabel, ekm)
+	want := clusterjoin.Proof(s.cluster.Token, clusterjoin.JoinProofLabel, ekm)
 	if !hmac.Equal([]byte(req.Proof), []byte(want)) {
 		s.log.Warn("A join with a wrong cluster token was refused", "remote", rc.RemoteIP().String(), "member", req.Name)
 		s.api.WriteError(rc, apierrors.NewUnauthorized("the cluster token does not match"))
@@ -174,7 +132,7 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		}
 		return
 	}
-	resp.Proof = ClusterProof(s.cluster.Token, MemberProofLabel, ekm)
+	resp.Proof = clusterjoin.Proof(s.cluster.Token, clusterjoin.MemberProofLabel, ekm)
 	s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
 	writeJSON(rc, resp)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -16,46 +15,16 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/web/clusterjoin"
 )
 
-// JoinRequest is what a joiner sends (the proof is added by Join).
-type JoinRequest struct {
-	Name      string   `json:"name"`
-	PeerURL   string   `json:"peerURL"`
-	ClientURL string   `json:"clientURL"`
-	Hosts     []string `json:"hosts"`
-	Proof     string   `json:"proof"`
-}
-
-// JoinResponse admits the joiner (see the server's ClusterJoinResponse).
-type JoinResponse struct {
-	CACert         string   `json:"caCert"`
-	CAKey          string   `json:"caKey"`
-	Cert           string   `json:"cert"`
-	Key            string   `json:"key"`
-	InitialCluster string   `json:"initialCluster"`
-	ClientURLs     []string `json:"clientURLs"`
-	Proof          string   `json:"proof"`
-}
-
-// The handshake's wire constants, as the server defines them: each side
-// proves the token with an HMAC over the TLS session's exported keying
-// material, so the token itself is never sent.
-const (
-	joinPath         = "/leasehold/v1/cluster/join"
-	joinProofLabel   = "leasehold cluster join v1: joiner"
-	memberProofLabel = "leasehold cluster join v1: member"
-	ekmLabel         = "EXPORTER-leasehold-cluster-join"
-	ekmLength        = 32
+// JoinRequest is what a joiner sends (the proof is added by Join), and
+// JoinResponse the member's answer.
+type (
+	JoinRequest  = clusterjoin.Request
+	JoinResponse = clusterjoin.Response
 )
-
-func proof(token []byte, label string, ekm []byte) string {
-	mac := hmac.New(sha256.New, token)
-	mac.Write([]byte(label))
-	mac.Write([]byte{0})
-	mac.Write(ekm)
-	return fmt.Sprintf("%x", mac.Sum(nil))
-}
 
 // ErrPlainHTTP refuses a join over plain HTTP beyond loopback.
 var ErrPlainHTTP = errors.New("joining over plain HTTP is allowed on loopback only: use the member's https:// URL")
@@ -106,17 +75,17 @@ func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (Jo
 			return out, nil, fmt.Errorf("join %s: TLS: %w", apiURL, err)
 		}
 		st := tc.ConnectionState()
-		if ekm, err = st.ExportKeyingMaterial(ekmLabel, nil, ekmLength); err != nil {
+		if ekm, err = st.ExportKeyingMaterial(clusterjoin.EKMLabel, nil, clusterjoin.EKMLength); err != nil {
 			return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
 		}
 		conn = tc
 	}
-	req.Proof = proof(token, joinProofLabel, ekm)
+	req.Proof = clusterjoin.Proof(token, clusterjoin.JoinProofLabel, ekm)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+joinPath, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+clusterjoin.Path, bytes.NewReader(body))
 	if err != nil {
 		return out, nil, err
 	}
@@ -148,7 +117,7 @@ func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (Jo
 	if err := json.Unmarshal(data, &out); err != nil {
 		return out, nil, fmt.Errorf("join %s: decode answer: %w", apiURL, err)
 	}
-	if !hmac.Equal([]byte(out.Proof), []byte(proof(token, memberProofLabel, ekm))) {
+	if !hmac.Equal([]byte(out.Proof), []byte(clusterjoin.Proof(token, clusterjoin.MemberProofLabel, ekm))) {
 		return JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
 	}
 	return out, local, nil

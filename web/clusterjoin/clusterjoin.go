@@ -1,0 +1,66 @@
+// Package clusterjoin is the wire contract of the cluster join handshake,
+// shared by the member that admits (package web) and the joiner
+// (web/client/cluster), which must agree on every byte of it. It is a
+// leaf: the standard library only.
+//
+// Each side proves it knows the cluster token with an HMAC over the TLS
+// session's exported keying material (RFC 5705), so the token never
+// crosses the wire, and a proof made on one TLS session is worthless on
+// another: a man in the middle, who must run two sessions, can neither
+// relay nor forge it. On loopback without TLS the keying material is
+// empty.
+package clusterjoin
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Path is where a joiner POSTs its Request.
+const Path = "/leasehold/v1/cluster/join"
+
+// The labels of the two proofs and of the exported keying material.
+const (
+	JoinProofLabel   = "leasehold cluster join v1: joiner"
+	MemberProofLabel = "leasehold cluster join v1: member"
+	EKMLabel         = "EXPORTER-leasehold-cluster-join"
+	EKMLength        = 32
+)
+
+// Request is a joiner's POST to Path.
+type Request struct {
+	Name string `json:"name"`
+	// PeerURL and ClientURL are the joiner's advertised etcd URLs.
+	PeerURL   string `json:"peerURL"`
+	ClientURL string `json:"clientURL"`
+	// Hosts are the names and addresses its certificate must cover.
+	Hosts []string `json:"hosts"`
+	// Proof is Proof(token, JoinProofLabel, keying material).
+	Proof string `json:"proof"`
+}
+
+// Response admits the joiner: the cluster CA (certificate and key, so
+// that every member can admit further members), its certificate, and
+// etcd's initial cluster with the joiner in it.
+type Response struct {
+	CACert         string   `json:"caCert"`
+	CAKey          string   `json:"caKey"`
+	Cert           string   `json:"cert"`
+	Key            string   `json:"key"`
+	InitialCluster string   `json:"initialCluster"`
+	ClientURLs     []string `json:"clientURLs"`
+	// Proof is Proof(token, MemberProofLabel, keying material): the
+	// joiner trusts the CA above only with it.
+	Proof string `json:"proof"`
+}
+
+// Proof is the HMAC-SHA256 of label, a zero byte and ekm under token, in
+// hex.
+func Proof(token []byte, label string, ekm []byte) string {
+	mac := hmac.New(sha256.New, token)
+	mac.Write([]byte(label))
+	mac.Write([]byte{0})
+	mac.Write(ekm)
+	return hex.EncodeToString(mac.Sum(nil))
+}
