@@ -122,18 +122,30 @@ func (e *Engine) deleteOne(ctx context.Context, k *kind, namespace, name string,
 		if dryRun {
 			return cur, true, nil
 		}
-		if _, _, err := e.store.Delete(ctx, key, kv.ModRevision); err != nil {
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if errors.Is(err, storage.ErrNotFound) {
-				return nil, false, apierrors.NewNotFound(k.gr, name)
-			}
-			return nil, false, storageError(err)
+		if retry, err := e.deleteAtRevision(ctx, k, name, key, kv.ModRevision); retry {
+			continue
+		} else if err != nil {
+			return nil, false, err
 		}
 		return cur, true, nil
 	}
 	return nil, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+}
+
+// deleteAtRevision deletes key if it is still at revision rev. retry
+// reports that it changed meanwhile, so the caller reads it again; a key
+// already gone is name's NotFound Status.
+func (e *Engine) deleteAtRevision(ctx context.Context, k *kind, name, key string, rev int64) (retry bool, err error) {
+	_, _, err = e.store.Delete(ctx, key, rev)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, storage.ErrConflict):
+		return true, nil
+	case errors.Is(err, storage.ErrNotFound):
+		return false, apierrors.NewNotFound(k.gr, name)
+	}
+	return false, storageError(err)
 }
 
 // deleteUndecodable is kube-apiserver's unsafe deletion of a corrupt

@@ -368,14 +368,10 @@ func (e *Engine) deleteNamespace(ctx context.Context, k *kind, name string, opts
 		if dryRun {
 			return ns, true, nil
 		}
-		if _, _, err := e.store.Delete(ctx, key, kv.ModRevision); err != nil {
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if errors.Is(err, storage.ErrNotFound) {
-				return nil, false, apierrors.NewNotFound(k.gr, name)
-			}
-			return nil, false, storageError(err)
+		if retry, err := e.deleteAtRevision(ctx, k, name, key, kv.ModRevision); retry {
+			continue
+		} else if err != nil {
+			return nil, false, err
 		}
 		return ns, true, nil
 	}
