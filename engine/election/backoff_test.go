@@ -17,6 +17,7 @@ import (
 // another version of the module calls it at once, and a working one
 // takes over.
 func TestFailingModuleBacksOff(t *testing.T) {
+	t.Parallel()
 	const name = "example.com/flaky"
 	opts := fastOptions()
 	opts.FailureBackoff = time.Hour // longer than the test, on any machine
@@ -93,6 +94,7 @@ func TestFailingModuleBacksOff(t *testing.T) {
 // another module under the same name; windows of different leases are
 // independent, and forgetting a lease drops its windows.
 func TestModuleBackoffWindow(t *testing.T) {
+	t.Parallel()
 	b := newModuleBackoff(5*time.Second, 20*time.Second)
 	s := &counting{name: "x", sha: "01"}
 	k, other := leaseKey{"ns", "one"}, leaseKey{"ns", "two"}
@@ -159,6 +161,7 @@ func (p *poisoned) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, er
 // by the module itself, which the fallback's refusal to preempt makes
 // visible: a better candidate joining it is preferred at once.
 func TestModuleTimeoutOnOneLeaseOnly(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	// Long enough that a healthy call, descheduled on a loaded machine,
 	// does not time out too; the poisoned one costs it once.

@@ -50,6 +50,7 @@ func (env *testEnv) cachedLease(name string) *leaseEntry {
 // no candidate, strategy or preferredHolder, are neither cached nor
 // reconciled, and observing one costs no allocation.
 func TestPlainLeasesNotCached(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
 	env := newEnv(t, fastOptions())
 	ctx := context.Background()
 	const n = 100
@@ -97,6 +98,7 @@ func TestPlainLeasesNotCached(t *testing.T) {
 // did not follow makes it read the lease and elect as if it had always
 // known it, whether the lease is vacant or held by a plain elector.
 func TestCandidateForPlainLease(t *testing.T) {
+	t.Parallel()
 	t.Run("released", func(t *testing.T) {
 		env := newEnv(t, fastOptions())
 		l := plainLease("kcm", "", time.Now())
@@ -190,6 +192,7 @@ func assertKnewLease(t *testing.T, env *testEnv, trigger abi.Reason) {
 // strategy, with no candidate left, leaves the cache; its decision
 // history stays while the lease exists.
 func TestLeaseDroppedWhenNoLongerCoordinated(t *testing.T) {
+	t.Parallel()
 	t.Run("strategy removed", func(t *testing.T) {
 		env := newEnv(t, fastOptions())
 		st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
@@ -239,6 +242,7 @@ func TestLeaseDroppedWhenNoLongerCoordinated(t *testing.T) {
 // against concurrent watch events by hand (the controller is not
 // running): whichever is newer by resourceVersion ends in the cache.
 func TestFetchVersusWatchEvent(t *testing.T) {
+	t.Parallel()
 	k := leaseKey{testNS, "l"}
 	// setup: a plain lease l at rv0 and a controller that just saw l's
 	// first candidate; events is a watch on leases from rv0.
@@ -358,6 +362,7 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 // so that the controller creates the lease for its candidates instead of
 // failing every second.
 func TestStaleCopyOfDeletedLease(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	ctx := context.Background()
 	env.run()

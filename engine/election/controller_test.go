@@ -13,6 +13,7 @@ import (
 )
 
 func TestGrantOldestAckedCandidate(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	a := env.join("new", "kcm", "1.31.0", "1.31.0")
 	b := env.join("old-emulation", "kcm", "1.30.0", "1.31.0")
@@ -71,6 +72,7 @@ func TestGrantOldestAckedCandidate(t *testing.T) {
 }
 
 func TestPingWithoutAckIsNotGranted(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	// Longer than the test on any machine: a re-ping seen below is one
 	// the controller should not have sent, not a slow test.
@@ -112,6 +114,7 @@ func TestPingWithoutAckIsNotGranted(t *testing.T) {
 }
 
 func TestPreemptionAndHandover(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	b.elect.Store(true)
@@ -147,6 +150,7 @@ func TestPreemptionAndHandover(t *testing.T) {
 }
 
 func TestExpiredLeaseRegrantedToSameHolder(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	opts.HistoryLimit = 2
 	env := newEnv(t, opts)
@@ -174,6 +178,7 @@ func TestExpiredLeaseRegrantedToSameHolder(t *testing.T) {
 }
 
 func TestStalePreferredHolderCleared(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	b.elect.Store(true)
@@ -198,6 +203,7 @@ func TestStalePreferredHolderCleared(t *testing.T) {
 }
 
 func TestNilHolderIsGranted(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
 	pre := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm"}, Spec: coordinationv1.LeaseSpec{Strategy: &st}}
@@ -217,6 +223,7 @@ func TestNilHolderIsGranted(t *testing.T) {
 }
 
 func TestStrategyConflict(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	opts.Registry = NewStaticRegistry(NativeOldest, renamed("example.com/x", NativeOldest))
 	env := newEnv(t, opts)
@@ -242,6 +249,7 @@ func TestStrategyConflict(t *testing.T) {
 }
 
 func TestUnknownStrategyAbstainsUntilLoaded(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	reg := NewStaticRegistry(NativeOldest)
 	opts.Registry = reg
@@ -267,6 +275,7 @@ func TestUnknownStrategyAbstainsUntilLoaded(t *testing.T) {
 }
 
 func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"error", "unknown-name", "panic", "bad-action", "timeout"} {
 		t.Run(mode, func(t *testing.T) {
 			opts := fastOptions()
@@ -308,6 +317,7 @@ func TestFailingStrategyFallsBackWithoutPreempting(t *testing.T) {
 // is kept; orphan histories go, and so does the history of a lease
 // deleted with its candidates.
 func TestGarbageCollection(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := &offsetClock{}
 	opts := fastOptions()
@@ -366,6 +376,7 @@ func TestGarbageCollection(t *testing.T) {
 // candidate validity on an injected clock: after a jump of 31 min the
 // candidates no longer count and the GC deletes them.
 func TestInjectedClockCandidateValidity(t *testing.T) {
+	t.Parallel()
 	clock := &offsetClock{}
 	opts := fastOptions()
 	opts.Now = clock.Now
@@ -398,6 +409,7 @@ func TestInjectedClockCandidateValidity(t *testing.T) {
 }
 
 func TestDecisionHistoryBounded(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	ctx := context.Background()
 	for i := 1; i <= 8; i++ {
@@ -430,6 +442,7 @@ func TestDecisionHistoryBounded(t *testing.T) {
 }
 
 func TestResolveStrategyOrderIndependent(t *testing.T) {
+	t.Parallel()
 	mk := func(name, bin, strategy string) *candEntry {
 		e := &candEntry{}
 		e.obj = candidateObj(name, bin, strategy)

@@ -45,6 +45,7 @@ func hasEvent(lines []string, prefix string) bool {
 // TestEventsTellElectedAndHandedOver: a grant, then a hand-over to a
 // better candidate and its grant, each leave an Event on the lease.
 func TestEventsTellElectedAndHandedOver(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	b.elect.Store(true)
@@ -66,6 +67,7 @@ func TestEventsTellElectedAndHandedOver(t *testing.T) {
 // TestEventsTellStrategyFailure: a failing module leaves one Warning per
 // incident, and the fallback's grant says it was one.
 func TestEventsTellStrategyFailure(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	opts.DecideTimeout = 250 * time.Millisecond
 	opts.Registry = NewStaticRegistry(NativeOldest, broken{mode: "error"})

@@ -35,6 +35,7 @@ func grantsOf(recs []engine.DecisionRecord) []string {
 // to a better candidate that appears at once (not at expiry, 30 s here);
 // the move is recorded as a grant from the unconfirmed holder.
 func TestUnconfirmedGrantMoves(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, slowGrants())
 	env.join("worse", "kcm", "1.31.0", "1.31.0") // never confirms
 	env.run()
@@ -69,6 +70,7 @@ func TestUnconfirmedGrantMoves(t *testing.T) {
 // TestConfirmedGrantIsHandedOver: once the holder renewed, a better
 // candidate gets the lease only through preferredHolder, never by a move.
 func TestConfirmedGrantIsHandedOver(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	worse := env.join("worse", "kcm", "1.31.0", "1.31.0")
 	worse.elect.Store(true)
@@ -103,6 +105,7 @@ func (env *testEnv) confirm(l *coordinationv1.Lease) error {
 // wins, the move fails with a conflict and the controller, seeing a
 // confirmed holder, asks it to step down instead.
 func TestMoveRacesConfirmation(t *testing.T) {
+	t.Parallel()
 	t.Run("MoveFirst", func(t *testing.T) {
 		env := newEnv(t, slowGrants())
 		env.join("worse", "kcm", "1.31.0", "1.31.0")
@@ -163,6 +166,7 @@ func TestMoveRacesConfirmation(t *testing.T) {
 // when the first candidate was seen, so a better candidate that registers
 // meanwhile gets it; the worse one is never granted.
 func TestFirstGrantWaitsForPingRound(t *testing.T) {
+	t.Parallel()
 	for _, vacancy := range []string{"missing", "expired"} {
 		t.Run(vacancy, func(t *testing.T) {
 			opts := slowGrants()
@@ -208,6 +212,7 @@ func TestFirstGrantWaitsForPingRound(t *testing.T) {
 // loaded the controller decides nothing (no abstention for a strategy
 // that is merely loading) and is not ready; then the module decides.
 func TestWaitsForStrategiesLoaded(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	reg := NewStaticRegistry(NativeOldest)
 	loaded := make(chan struct{})
@@ -240,6 +245,7 @@ func TestWaitsForStrategiesLoaded(t *testing.T) {
 // StrategiesLoadWait, the fallback grants (audited as a fallback whose
 // cause is the load), and once they load the module decides.
 func TestStrategiesLoadTimeout(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	reg := NewStaticRegistry(NativeOldest)
 	loaded := make(chan struct{})
@@ -281,6 +287,7 @@ func TestStrategiesLoadTimeout(t *testing.T) {
 // TestUnservedCandidateSaysWhy: a candidate applied without renewTime, and
 // one that never answers a ping, are each reported once with the reason.
 func TestUnservedCandidateSaysWhy(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	bare := candidateObj("bare", "1.30.0", NativeOldest.Name())
 	bare.Spec.LeaseName, bare.Spec.EmulationVersion = "kcm", "1.30.0"
@@ -327,6 +334,7 @@ func TestUnservedCandidateSaysWhy(t *testing.T) {
 // it answered, not after GrantAckWait (a minute here, which the test
 // would not survive).
 func TestLapsedHolderNotAwaitedLong(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	opts.PingWindow, opts.GrantAckWait, opts.UnresponsiveRetry = 2*time.Minute, time.Minute, 3*time.Minute
 	env := newEnv(t, opts)
@@ -348,6 +356,7 @@ func TestLapsedHolderNotAwaitedLong(t *testing.T) {
 // after a server outage) answers about as fast as the next best and is
 // granted the lease again, never the next best.
 func TestLapsedHolderAliveGetsItBack(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t, fastOptions())
 	best := env.join("best", "kcm", "1.29.0", "1.31.0")
 	best.elect.Store(true)

@@ -24,6 +24,7 @@ func input(lease abi.LeaseState, cs ...abi.Candidate) *abi.Input {
 // TestValidLeaseCandidateForOldestEmulationVersion, TestShouldReelect) as
 // rankings: the first entry is upstream's pick.
 func TestOldestUpstreamCases(t *testing.T) {
+	t.Parallel()
 	now := int64(100 * hour)
 	tests := []struct {
 		name  string
@@ -79,6 +80,7 @@ func TestOldestUpstreamCases(t *testing.T) {
 // TestOldestVersionRules covers upstream's ParseTolerant and semver Compare
 // semantics that the upstream tests leave implicit.
 func TestOldestVersionRules(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		cands []abi.Candidate
@@ -115,6 +117,7 @@ func TestOldestVersionRules(t *testing.T) {
 // TestOldestOrderIndependent: upstream falls back to list order on full
 // ties; ours must give the same ranking for every permutation.
 func TestOldestOrderIndependent(t *testing.T) {
+	t.Parallel()
 	cs := []abi.Candidate{cand("c", "1.30.0", "1.31.0", 7), cand("a", "1.30.0", "1.31.0", 7),
 		cand("b", "1.30.0", "1.31.0", 7), cand("d", "1.29.0", "1.31.0", 9)}
 	want := []string{"d", "a", "b", "c"}
@@ -133,6 +136,7 @@ func TestOldestOrderIndependent(t *testing.T) {
 }
 
 func TestOldestAction(t *testing.T) {
+	t.Parallel()
 	cs := []abi.Candidate{cand("old", "1.30.0", "1.30.0", 0), cand("new", "1.31.0", "1.31.0", 0)}
 	live := func(holder string) abi.LeaseState {
 		return abi.LeaseState{Exists: true, Holder: holder, LeaseDurationS: 15}
@@ -167,6 +171,7 @@ func TestOldestAction(t *testing.T) {
 }
 
 func TestNativeOldestStrategy(t *testing.T) {
+	t.Parallel()
 	in := abi.SampleInput(abi.BuiltinStrategy)
 	d, err := NativeOldest.Decide(context.Background(), in)
 	if err != nil || !reflect.DeepEqual(d, Oldest(in)) {

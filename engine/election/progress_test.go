@@ -16,6 +16,7 @@ import (
 // candidate while another candidate answered; a live lease, abstaining,
 // and a ranking that grants or may still grant all pass.
 func TestStallsJudgesVacantLeases(t *testing.T) {
+	t.Parallel()
 	c := newEnv(t, fastOptions()).c
 	now := time.Now()
 	w := c.opts.PingWindow
@@ -97,6 +98,7 @@ func (l loyal) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error) {
 // history records why. UnresponsiveRetry is an hour, so nothing but the
 // progress check can end the wait within the test.
 func TestRankingOnlyDeadHolderFallsBack(t *testing.T) {
+	t.Parallel()
 	for _, action := range []abi.Action{abi.ActionPrefer, abi.ActionKeep} {
 		t.Run(string(action), func(t *testing.T) {
 			opts := fastOptions()
@@ -154,6 +156,7 @@ func (exclusive) Decide(_ context.Context, in *abi.Input) (*abi.Decision, error)
 // out; as long as it grants to one that answered it makes progress, and
 // the candidates it left out are not pinged for it.
 func TestExclusiveRankingIsNotAStall(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	opts.Registry = NewStaticRegistry(NativeOldest, exclusive{})
 	env := newEnv(t, opts)

@@ -35,6 +35,7 @@ func (s *counting) Decide(_ context.Context, in *abi.Input) (*abi.Decision, erro
 // strategy call and no history record; a joining candidate, the lease
 // expiring and a Resync each make a fresh decision.
 func TestRenewalsReuseTheDecision(t *testing.T) {
+	t.Parallel()
 	opts := fastOptions()
 	strat := &counting{name: "example.com/counting", sha: "c0ffee"}
 	opts.Registry = NewStaticRegistry(NativeOldest, strat)
@@ -88,6 +89,7 @@ func TestRenewalsReuseTheDecision(t *testing.T) {
 // TestReuseBounds: a decision is reused only on a live lease, within
 // ResyncPeriod and until the next Resync.
 func TestReuseBounds(t *testing.T) {
+	t.Parallel()
 	strat := &counting{name: "example.com/counting", sha: "c0ffee"}
 	c := newEnv(t, fastOptions()).c
 	now := time.Now()

@@ -43,7 +43,10 @@ func Vet(ctx context.Context, wasm []byte) (VetReport, error) {
 		rep.CompileTime = Duration(time.Since(start))
 		s, _ := checkSurface(cm, r.opts.MemoryLimitPages)
 		rep.Imports, rep.Exports, rep.HasInitialize, rep.MemoryPages = s.imports, s.exports, s.hasInitialize, s.memoryMin
-		_ = cm.Close(ctx)
+		// Closed only after the load below: closing a compiled module
+		// drops its machine code from the shared cache, and the load would
+		// compile it all again (seconds for a Go guest).
+		defer cm.Close(ctx)
 	}
 	m, results, err := r.load(ctx, wasm, "vet", false, r.opts.Logger)
 	rep.SelfTest = results

@@ -239,6 +239,7 @@ func TestE2ECLILogFormat(t *testing.T) {
 // TestE2EServeStopsRightAfterStart stops the server the moment it reports
 // ready, as a SIGTERM during startup does: it must still exit promptly.
 func TestE2EServeStopsRightAfterStart(t *testing.T) {
+	t.Parallel()
 	for i := range 20 {
 		dir := t.TempDir()
 		p, ready := spawnServer(t, []string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--log-level", "warn"}, nil)

@@ -67,6 +67,7 @@ import (
 // A skip rule or fixture that no command uses fails the test, so that
 // neither list outlives the text it was written for.
 func TestE2EDocsCommands(t *testing.T) {
+	t.Parallel() // mostly waits on compilers and servers it starts
 	used := map[string]bool{}
 	for _, doc := range []string{"README.md", "docs/plugins.md"} {
 		t.Run(strings.ReplaceAll(doc, "/", "_"), func(t *testing.T) {

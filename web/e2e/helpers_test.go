@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -34,7 +35,20 @@ var (
 	buildErr  error
 )
 
+// TestMain runs up to 3 parallel tests at once unless -parallel says
+// otherwise: they spend most of their time waiting on the servers and
+// clients they start as processes, which the default (GOMAXPROCS, 2 on
+// the CI machine) does not count.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", "3"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "leasehold-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
