@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
+	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/kubeconfig"
@@ -194,6 +195,15 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	cs, err := prepareCluster(ctx, &cfg, logger.With("component", "cluster"))
 	if err != nil {
 		return err
+	}
+	if cfg.Storage.Shared() {
+		// gRPC (under the etcd client and server) would otherwise write
+		// its errors unlabelled to standard error.
+		etcd.RouteGRPCLogs(logger)
+	}
+	if m := cfg.Storage.Cluster.Member; m != nil {
+		m.Logger = logger.With("component", "cluster")
+		m.EtcdLogger = logger.With("component", "etcd")
 	}
 	ops := newServeOps(cfg.Observability)
 	store, dbPath, err := backend.Open(ctx, cfg.Storage, cfg.DataDir, ops.onCommit, logger.With("component", "storage"))

@@ -163,7 +163,9 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 	if mc == nil {
 		return nil, "", errors.New("the cluster member is not prepared")
 	}
-	mc.Logger = log
+	if mc.Logger == nil {
+		mc.Logger = log
+	}
 	m, err := cluster.Start(ctx, *mc)
 	if err != nil {
 		return nil, "", err

@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/storage/etcd"
 )
@@ -31,7 +33,11 @@ type Config struct {
 	// StartTimeout bounds the wait for the member to be ready (it needs a
 	// quorum) and, for a joiner, to be promoted from learner.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// Logger receives the member's own messages and its etcd clients'
+	// (labelled "etcd client: ..."); EtcdLogger the etcd server's lines
+	// (default Logger), so that the caller labels them (component=etcd).
+	Logger     *slog.Logger
+	EtcdLogger *slog.Logger
 }
 
 // Member is a running embedded etcd member.
@@ -41,6 +47,9 @@ type Member struct {
 	client *clientv3.Client
 	log    *slog.Logger
 	done   chan struct{} // closed by Close
+	// closing lowers the etcd server's log to debug once Close began:
+	// its listeners then fail as they are meant to.
+	closing *atomic.Bool
 }
 
 // initialClusterToken must be equal on the members bootstrapping a cluster;
@@ -53,10 +62,14 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.EtcdLogger == nil {
+		cfg.EtcdLogger = cfg.Logger
+	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
 	}
-	ec, err := embedConfig(cfg)
+	closing := new(atomic.Bool)
+	ec, err := embedConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +77,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
-	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{})}
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
@@ -88,7 +101,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		Endpoints:   []string{cfg.AdvertiseClient},
 		TLS:         tlsCfg,
 		DialTimeout: 5 * time.Second,
-		Logger:      etcd.NewZapLogger(cfg.Logger.With("component", "etcd-client")),
+		Logger:      clientLogger(cfg.Logger),
 	})
 	if err != nil {
 		e.Close()
@@ -107,7 +120,12 @@ func removedHint(cfg Config) string {
 	return "if it was removed from the cluster it cannot come back: delete " + cfg.Paths.Dir + " and --join again as a new member"
 }
 
-func embedConfig(cfg Config) (*embed.Config, error) {
+// clientLogger is the zap logger of the member's own etcd clients.
+func clientLogger(log *slog.Logger) *zap.Logger {
+	return etcd.NewZapLogger(log, etcd.ZapLog{Label: "etcd client"})
+}
+
+func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Paths.EtcdDir
@@ -139,7 +157,7 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.Logger.With("component", "etcd-member")))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.EtcdLogger, etcd.ZapLog{Quiet: closing}))
 	// NewConfig leaves this to its flag's default; zero would log every
 	// request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
@@ -214,7 +232,7 @@ func (m *Member) votersClient(tlsCfg *tls.Config) (*clientv3.Client, error) {
 		return nil, errors.New("no voting member with a client URL")
 	}
 	return clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialTimeout: 5 * time.Second,
-		Logger: etcd.NewZapLogger(m.log.With("component", "etcd-client"))})
+		Logger: clientLogger(m.log)})
 }
 
 // ClientURL is the member's client URL, for the store and for replicas.
@@ -235,6 +253,7 @@ func (m *Member) Close() {
 	default:
 	}
 	close(m.done)
+	m.closing.Store(true)
 	if m.client != nil {
 		_ = m.client.Close()
 	}

@@ -49,7 +49,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		Endpoints:   opts.Endpoints,
 		DialTimeout: opts.DialTimeout,
 		TLS:         opts.TLS,
-		Logger:      newZapLogger(opts.Logger.With("component", "etcd-client")),
+		Logger:      newZapLogger(opts.Logger),
 		// Keepalives detect a dead member behind a half-open connection,
 		// so that requests and watches move to a live one.
 		DialKeepAliveTime:    5 * opts.DialTimeout,
