@@ -137,17 +137,21 @@ type grpcLogger struct{ log *slog.Logger }
 
 func (g *grpcLogger) at(l slog.Level, msg string) { g.log.Log(context.Background(), l, msg) }
 
-func (g *grpcLogger) Info(args ...any)                 { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
-func (g *grpcLogger) Infoln(args ...any)               { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
-func (g *grpcLogger) Infof(format string, args ...any) { g.at(slog.LevelDebug, fmt.Sprintf(format, args...)) }
-func (g *grpcLogger) Warning(args ...any)              { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
-func (g *grpcLogger) Warningln(args ...any)            { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Info(args ...any)   { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Infoln(args ...any) { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Infof(format string, args ...any) {
+	g.at(slog.LevelDebug, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Warning(args ...any)   { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Warningln(args ...any) { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
 func (g *grpcLogger) Warningf(format string, args ...any) {
 	g.at(slog.LevelDebug, fmt.Sprintf(format, args...))
 }
-func (g *grpcLogger) Error(args ...any)                 { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
-func (g *grpcLogger) Errorln(args ...any)               { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
-func (g *grpcLogger) Errorf(format string, args ...any) { g.at(slog.LevelWarn, fmt.Sprintf(format, args...)) }
+func (g *grpcLogger) Error(args ...any)   { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
+func (g *grpcLogger) Errorln(args ...any) { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
+func (g *grpcLogger) Errorf(format string, args ...any) {
+	g.at(slog.LevelWarn, fmt.Sprintf(format, args...))
+}
 func (g *grpcLogger) Fatal(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
 func (g *grpcLogger) Fatalln(args ...any)               { g.fatal(fmt.Sprint(args...)) }
 func (g *grpcLogger) Fatalf(format string, args ...any) { g.fatal(fmt.Sprintf(format, args...)) }
