@@ -250,8 +250,11 @@ func (cs *clusterSetup) endpoints(m *cluster.Member) *web.Cluster {
 		Status: func(ctx context.Context) (any, error) { return m.Status(ctx) },
 		Remove: func(ctx context.Context, name string) error {
 			err := m.Remove(ctx, name)
-			if errors.Is(err, cluster.ErrNoSuchMember) {
+			switch {
+			case errors.Is(err, cluster.ErrNoSuchMember):
 				return fmt.Errorf("%w: %w", web.ErrNoSuchMember, err)
+			case errors.Is(err, cluster.ErrNoQuorum):
+				return markedError{err: err, mark: web.ErrNoQuorum}
 			}
 			return err
 		},
@@ -296,3 +299,11 @@ func (cs *clusterSetup) admit(ctx context.Context, m *cluster.Member, req web.Cl
 	return web.ClusterJoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert), Key: string(key),
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
 }
+
+// markedError is err, also matching mark (a web sentinel that picks the
+// HTTP status) without adding mark's text to the message, which the
+// operator reads.
+type markedError struct{ err, mark error }
+
+func (e markedError) Error() string   { return e.err.Error() }
+func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }

@@ -41,6 +41,10 @@ type Cluster struct {
 // ErrNoSuchMember makes Cluster.Remove answer 404.
 var ErrNoSuchMember = errors.New("no such member")
 
+// ErrNoQuorum makes Cluster.Remove answer 503 with its message, which
+// says what to do.
+var ErrNoQuorum = errors.New("no quorum")
+
 // ErrMemberExists makes Cluster.Join answer 409.
 var ErrMemberExists = errors.New("member exists")
 
@@ -85,6 +89,10 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 		if err := c.Remove(ctx, name); err != nil {
 			if errors.Is(err, ErrNoSuchMember) {
 				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
+				return
+			}
+			if errors.Is(err, ErrNoQuorum) {
+				s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
 				return
 			}
 			s.api.WriteError(rc, apierrors.NewInternalError(err))

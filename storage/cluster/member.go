@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/storage/etcd"
@@ -282,22 +284,21 @@ type Status struct {
 	Members []MemberStatus `json:"members"`
 }
 
-// Status lists the members and asks each for its status, each within a
-// second: a dead member shows unhealthy rather than stalling the answer.
+// Status lists the members as this member applied the membership (a
+// serializable view, so that a member cut off from its quorum still shows
+// who is up) and asks each for its status, each within a second: a dead
+// member shows unhealthy rather than stalling the answer.
 func (m *Member) Status(ctx context.Context) (Status, error) {
 	st := Status{Self: m.cfg.Name}
-	list, err := m.client.MemberList(ctx)
-	if err != nil {
-		return st, fmt.Errorf("cluster: member list: %w", err)
-	}
+	list := m.etcd.Server.Cluster().Members()
 	type answer struct {
 		i    int
 		resp *clientv3.StatusResponse
 		err  error
 	}
-	answers := make(chan answer, len(list.Members))
-	for i, mem := range list.Members {
-		ms := MemberStatus{Name: mem.Name, ID: fmt.Sprintf("%x", mem.ID), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
+	answers := make(chan answer, len(list))
+	for i, mem := range list {
+		ms := MemberStatus{Name: mem.Name, ID: mem.ID.String(), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
 		st.Members = append(st.Members, ms)
 		go func() {
 			if len(mem.ClientURLs) == 0 {
@@ -311,7 +312,7 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}()
 	}
 	var leaderID, leaderTerm uint64
-	for range list.Members {
+	for range list {
 		a := <-answers
 		ms := &st.Members[a.i]
 		if a.err != nil {
@@ -320,8 +321,11 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}
 		ms.RaftIndex, ms.RaftTerm, ms.DBSize = a.resp.RaftIndex, a.resp.RaftTerm, a.resp.DbSize
 		ms.Healthy = a.resp.Leader != 0 && len(a.resp.Errors) == 0
-		if len(a.resp.Errors) > 0 {
+		switch {
+		case len(a.resp.Errors) > 0:
 			ms.Error = strings.Join(a.resp.Errors, "; ")
+		case a.resp.Leader == 0:
+			ms.Error = "no leader (no quorum)"
 		}
 		// Members may briefly disagree during an election: the leader of
 		// the latest term wins.
@@ -330,13 +334,26 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	for i := range st.Members {
-		if list.Members[i].ID == leaderID && leaderID != 0 {
+		if uint64(list[i].ID) == leaderID && leaderID != 0 {
 			st.Members[i].Leader = true
 			st.Leader = st.Members[i].Name
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].Name < st.Members[j].Name })
 	return st, nil
+}
+
+// ClientURLs are the client URLs of the voting members as this member
+// applied the membership, for replicas (--storage etcd) to use.
+func (m *Member) ClientURLs() []string {
+	var out []string
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if !mem.IsLearner {
+			out = append(out, mem.ClientURLs...)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Admitted is what a joiner needs to start: etcd's initial cluster with
@@ -400,23 +417,68 @@ var ErrMemberExists = errors.New("member exists")
 // ErrNoSuchMember is returned by Remove for an unknown name.
 var ErrNoSuchMember = errors.New("no such member")
 
+// ErrNoQuorum is returned by Remove when the cluster has no quorum: etcd
+// changes its membership only through raft, which needs one.
+var ErrNoQuorum = errors.New("the cluster has no quorum")
+
+// removeTimeout bounds a removal: with a quorum it takes milliseconds,
+// and without one etcd would wait for a leader that may never come.
+const removeTimeout = 5 * time.Second
+
 // Remove removes the member called name (or with that hexadecimal ID).
 // etcd refuses the removal when it would leave the cluster without a
 // quorum of started members; a removed member stops at its next contact
-// and cannot come back with its old data.
+// and cannot come back with its old data. Without a quorum it fails
+// within removeTimeout with ErrNoQuorum and says what to do.
 func (m *Member) Remove(ctx context.Context, name string) error {
-	list, err := m.client.MemberList(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster: member list: %w", err)
-	}
-	for _, mem := range list.Members {
-		if mem.Name == name || fmt.Sprintf("%x", mem.ID) == name {
-			if _, err := m.client.MemberRemove(ctx, mem.ID); err != nil {
-				return fmt.Errorf("cluster: remove member %s: %w", name, err)
-			}
-			m.log.Info("Removed a member", "member", name)
-			return nil
+	var target *membership.Member // the local view: no quorum needed
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if mem.Name == name || mem.ID.String() == name {
+			target = mem
 		}
 	}
-	return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	if target == nil {
+		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	}
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if m.etcd.Server.Leader() == 0 {
+		return m.noQuorum(ctx, name)
+	}
+	// Without a leader the request fails at once instead of waiting.
+	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+			errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0 {
+			return m.noQuorum(context.WithoutCancel(ctx), name)
+		}
+		return fmt.Errorf("cluster: remove member %s: %w", name, err)
+	}
+	m.log.Info("Removed a member", "member", name)
+	return nil
+}
+
+// noQuorum is the error of a removal without a quorum: how many voting
+// members answer, how many a quorum needs, and what to do.
+func (m *Member) noQuorum(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	voters, up := 0, 0
+	if st, err := m.Status(ctx); err == nil {
+		for _, ms := range st.Members {
+			if ms.Learner {
+				continue
+			}
+			voters++
+			// A member that answers at all is up, leader or not.
+			if ms.RaftTerm != 0 {
+				up++
+			}
+		}
+	}
+	return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
+		"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
+		"(each with its data directory) to restore the quorum, then remove the dead ones; "+
+		"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, voters/2+1)
 }

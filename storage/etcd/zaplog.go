@@ -32,9 +32,8 @@ type ZapLog struct {
 // zap's levels map to slog's: debug and info to debug (etcd's info is a
 // running commentary of raft and connections, dozens of lines a minute,
 // that --log-level debug shows), warn to warn, error and above to error.
-// A few warnings that describe leasehold's own deliberate choices (see
-// expectedWarnings) go to debug too: an operator can do nothing about
-// them.
+// A few warnings go to debug too (see expectedWarnings): an operator can
+// do nothing about them, or learns the same from leasehold's own lines.
 func NewZapLogger(log *slog.Logger, z ZapLog) *zap.Logger {
 	return zap.New(&slogCore{log: log, z: z})
 }
@@ -46,8 +45,11 @@ func newZapLogger(log *slog.Logger) *zap.Logger {
 
 // expectedWarnings are etcd warnings about settings leasehold chooses on
 // purpose: client and gRPC gateway share the client listener (one port a
-// member needs), and etcd's auth is off (mutual TLS admits clients).
+// member needs), and etcd's auth is off (mutual TLS admits clients). The
+// client's retries of one request, tens a second while a member has no
+// leader, end in the request's error, which the caller reports.
 var expectedWarnings = map[string]bool{
+	"retrying of unary invoker failed": true,
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 	"simple token is not cryptographically signed":                                         true,
 }
