@@ -30,6 +30,8 @@ import (
 type clusterSetup struct {
 	paths cluster.Paths
 	token []byte
+	// prefix is the members' --etcd-prefix, which replicas must share.
+	prefix string
 }
 
 // prepareCluster readies the embedded member of --cluster-init or --join
@@ -46,7 +48,7 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	if err != nil {
 		return nil, err
 	}
-	cs := &clusterSetup{paths: paths, token: token}
+	cs := &clusterSetup{paths: paths, token: token, prefix: cfg.Storage.EtcdPrefix}
 	st, err := cluster.LoadState(paths)
 	switch {
 	case err == nil:
@@ -268,6 +270,9 @@ func (cs *clusterSetup) admit(ctx context.Context, m *cluster.Member, req web.Cl
 	if !memberName.MatchString(req.Name) {
 		return out, fmt.Errorf("invalid member name %q", req.Name)
 	}
+	if req.Replica {
+		return cs.admitReplica(m, req.Name)
+	}
 	for _, raw := range []string{req.PeerURL, req.ClientURL} {
 		if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Port() == "" {
 			return out, fmt.Errorf("invalid member URL %q: want https://host:port", raw)
@@ -298,6 +303,30 @@ func (cs *clusterSetup) admit(ctx context.Context, m *cluster.Member, req web.Cl
 	}
 	return web.ClusterJoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert), Key: string(key),
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
+}
+
+// admitReplica issues an API-only replica a client certificate for the
+// members' client listeners. It gets the CA's certificate to verify the
+// members, not its key: a replica admits nobody.
+func (cs *clusterSetup) admitReplica(m *cluster.Member, name string) (web.ClusterJoinResponse, error) {
+	caCert, err := os.ReadFile(cs.paths.CAFile)
+	if err != nil {
+		return web.ClusterJoinResponse{}, fmt.Errorf("cluster CA: %w", err)
+	}
+	caKey, err := os.ReadFile(cs.paths.CAKeyFile)
+	if err != nil {
+		return web.ClusterJoinResponse{}, fmt.Errorf("cluster CA key: %w", err)
+	}
+	ca, err := pki.ParseAuthority(caCert, caKey)
+	if err != nil {
+		return web.ClusterJoinResponse{}, err
+	}
+	cert, key, err := ca.IssueClient(name, nil)
+	if err != nil {
+		return web.ClusterJoinResponse{}, err
+	}
+	return web.ClusterJoinResponse{CACert: string(caCert), Cert: string(cert), Key: string(key),
+		ClientURLs: m.ClientURLs(), EtcdPrefix: cs.prefix}, nil
 }
 
 // markedError is err, also matching mark (a web sentinel that picks the

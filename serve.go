@@ -167,6 +167,10 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "member.json")); err == nil {
 		cfg.Storage.Cluster.Rejoin = true
 	}
+	// Likewise a replica of a cluster (--replica) restarts as one.
+	if _, err := os.Stat(replicaFilesIn(cfg.DataDir).state); err == nil {
+		cfg.Storage.Cluster.Replica = true
+	}
 	if err := cfg.Storage.Validate(); err != nil {
 		return cfg, err
 	}
@@ -194,6 +198,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	cs, err := prepareCluster(ctx, &cfg, logger.With("component", "cluster"))
 	if err != nil {
+		return err
+	}
+	if err := prepareReplica(ctx, &cfg, logger.With("component", "cluster")); err != nil {
 		return err
 	}
 	if cfg.Storage.Shared() {

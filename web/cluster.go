@@ -141,7 +141,11 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		return
 	}
 	resp.Proof = clusterjoin.Proof(s.cluster.Token, clusterjoin.MemberProofLabel, ekm)
-	s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
+	if req.Replica {
+		s.log.Info("Admitted a replica", "replica", req.Name, "remote", rc.RemoteIP().String())
+	} else {
+		s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
+	}
 	writeJSON(rc, resp)
 }
 
