@@ -242,14 +242,38 @@ func (cs *clusterSetup) writeFiles(caCert, caKey, cert, key []byte, st cluster.S
 	return cluster.SaveState(cs.paths, st)
 }
 
-// endpoints are the web server's membership endpoints for member m.
-func (cs *clusterSetup) endpoints(m *cluster.Member) *web.Cluster {
+// clusterView is GET /leasehold/v1/cluster: the members, and which
+// server runs the election controller (a member's or replica's name, and
+// its election identity "name/pid/nonce"); empty while none does or when
+// unknown.
+type clusterView struct {
+	cluster.Status
+	ElectionController   string `json:"electionController"`
+	ElectionControllerID string `json:"electionControllerID,omitempty"`
+}
+
+// endpoints are the web server's membership endpoints for member m,
+// whose store is store.
+func (cs *clusterSetup) endpoints(m *cluster.Member, store *backend.MemberStore) *web.Cluster {
 	return &web.Cluster{
 		Token: cs.token,
 		Join: func(ctx context.Context, req web.ClusterJoinRequest) (web.ClusterJoinResponse, error) {
 			return cs.admit(ctx, m, req)
 		},
-		Status: func(ctx context.Context) (any, error) { return m.Status(ctx) },
+		Status: func(ctx context.Context) (any, error) {
+			st, err := m.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			view := clusterView{Status: st}
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if id, err := store.ElectionLeader(lctx, electionControllerName); err == nil && id != "" {
+				view.ElectionControllerID = id
+				view.ElectionController, _, _ = strings.Cut(id, "/")
+			}
+			return view, nil
+		},
 		Remove: func(ctx context.Context, name string) error {
 			err := m.Remove(ctx, name)
 			switch {

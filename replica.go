@@ -71,6 +71,7 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 	s.EtcdPrefix = st.Prefix
 	s.EtcdCAFile, s.EtcdCertFile, s.EtcdKeyFile = files.ca, files.cert, files.key
 	s.EtcdAutoSync = true
+	s.EtcdIdentity = st.Name
 	return nil
 }
 

@@ -289,7 +289,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// store elects it (at once on bbolt), and a successor starts a fresh
 	// controller with fresh caches.
 	background.Go(func() {
-		storage.Lead(bgCtx, store, "election-controller", time.Second, logger.With("component", "election"), func(ctx context.Context) {
+		storage.Lead(bgCtx, store, electionControllerName, time.Second, logger.With("component", "election"), func(ctx context.Context) {
 			c := first
 			first = nil // each term gets a fresh controller
 			if c == nil {
@@ -325,7 +325,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// answering from a member that is no longer one would be wrong.
 	var memberStopped <-chan struct{}
 	if ms, ok := store.(*backend.MemberStore); ok && cs != nil {
-		wopts.Cluster = cs.endpoints(ms.Member())
+		wopts.Cluster = cs.endpoints(ms.Member(), ms)
+		wopts.UI.Cluster = wopts.Cluster.Status
 		memberStopped = ms.Member().Stopped()
 	}
 	ops.configure(&wopts, cfg, sec, store, plugins, &ctrl)
@@ -389,6 +390,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	logger.Info("Stopped serving")
 	return nil
 }
+
+// electionControllerName is the storage election that picks the one
+// server (of replicas or cluster members) running the election controller.
+const electionControllerName = "election-controller"
 
 // firstGrantWait maps --election-first-grant-wait to
 // election.Options.FirstGrantWait, where zero means the default and a

@@ -42,6 +42,9 @@ type Config struct {
 	// EtcdAutoSync refreshes the etcd endpoints from the member list: a
 	// replica of an embedded cluster (--replica) follows its members.
 	EtcdAutoSync bool
+	// EtcdIdentity names this server in the etcd backend's election keys
+	// (default the host name): a replica's name.
+	EtcdIdentity string
 	// AcceptMetaFallback opens a bbolt file whose newer meta page is
 	// damaged on the older one (boltdb.Options.AcceptMetaFallback).
 	AcceptMetaFallback bool
@@ -216,6 +219,7 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 		RequestTimeout:          c.Cluster.RequestTimeout,
 		EndWatchesWithoutLeader: true,
 		Logger:                  log,
+		Identity:                m.Name(),
 	}
 	// The member is ready, but a leader election may be under way (a
 	// member restarting into a cluster that lost its leader): the first
@@ -268,6 +272,7 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 			CompactInterval:  c.WatchHistory,
 			Logger:           log,
 			AutoSyncInterval: autoSync,
+			Identity:         c.EtcdIdentity,
 		})
 		if err != nil {
 			return nil, "", err

@@ -57,6 +57,10 @@ type Options struct {
 	// cluster's member list that often, so that a replica of an embedded
 	// cluster follows members that join or are removed.
 	AutoSyncInterval time.Duration
+	// Identity names this server in its election keys (default the host
+	// name; the process ID and a nonce follow), so that operators see
+	// which one leads: a cluster member's name, for instance.
+	Identity string
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -52,6 +52,10 @@ type Status struct {
 	Self    string   `json:"self"`
 	Leader  string   `json:"leader"`
 	Members []Member `json:"members"`
+	// ElectionController is the member (or replica) running the election
+	// controller, ElectionControllerID its election identity.
+	ElectionController   string `json:"electionController"`
+	ElectionControllerID string `json:"electionControllerID,omitempty"`
 }
 
 // GetStatus reads the cluster's status from the server c talks to.
@@ -132,8 +136,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if leader == "" {
 				leader = "(none: no quorum)"
 			}
-			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\n\n",
-				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self)
+			controller := st.ElectionController
+			if controller == "" {
+				controller = "(none)"
+			}
+			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
+				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self, controller)
 		}
 		printMembers(stdout, st)
 		return cli.ExitOK
