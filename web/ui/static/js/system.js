@@ -100,7 +100,11 @@ export function system(root) {
 function mode(s) {
   if (s.cluster) return `cluster member ${s.cluster.self} (embedded etcd)`;
   if (s.clusterError) return 'cluster member (status unavailable)';
-  return s.storage.backend === 'bbolt' ? 'single device, bbolt' : s.storage.backend || '—';
+  switch (s.storage.backend) {
+    case 'boltdb': return 'single device, bbolt';
+    case 'etcd': return 'replica on a shared etcd';
+    default: return s.storage.backend || '—';
+  }
 }
 
 // clusterSection lists the members of the embedded etcd cluster; nothing
