@@ -27,10 +27,12 @@ const commandSynopsis = "cluster status|members|remove NAME [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
-  status        the etcd leader and how many members are healthy, then the members
+  status        the etcd leader, how many members are healthy, which server runs the
+                election controller, then the members
   members       every member: name, ID, leader, health, learner, raft index, db size
   remove NAME   remove a member (a dead device: quorum is then counted without it);
-                a removed member cannot come back with its old data directory`
+                a removed member cannot come back with its old data directory. It
+                needs a quorum: without one it fails within seconds, saying so`
 
 // Member is one member as the server reports it.
 type Member struct {
