@@ -242,8 +242,8 @@ var allowedDirectDeps = map[string]bool{
 	"go.etcd.io/etcd/api/v3":               true, // storage/etcd: etcd's error values
 	"go.etcd.io/etcd/server/v3":            true, // storage/cluster: the embedded etcd member
 	"go.etcd.io/etcd/client/pkg/v3":        true, // storage/cluster: the member's TLS files (transport.TLSInfo)
-	"github.com/chromedp/chromedp":         true, // web/ui browser tests only
-	"github.com/chromedp/cdproto":          true, // web/ui browser tests only
+	"github.com/chromedp/chromedp":         true, // web/ui and web/e2e browser tests only
+	"github.com/chromedp/cdproto":          true, // web/ui and web/e2e browser tests only
 	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog
 	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
 	"github.com/prometheus/common":         true, // e2e tests only: Prometheus' own parser reads /metrics

@@ -30,6 +30,8 @@ import (
 type clusterSetup struct {
 	paths cluster.Paths
 	token []byte
+	// prefix is the members' --etcd-prefix, which replicas must share.
+	prefix string
 }
 
 // prepareCluster readies the embedded member of --cluster-init or --join
@@ -46,7 +48,7 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	if err != nil {
 		return nil, err
 	}
-	cs := &clusterSetup{paths: paths, token: token}
+	cs := &clusterSetup{paths: paths, token: token, prefix: cfg.Storage.EtcdPrefix}
 	st, err := cluster.LoadState(paths)
 	switch {
 	case err == nil:
@@ -240,18 +242,45 @@ func (cs *clusterSetup) writeFiles(caCert, caKey, cert, key []byte, st cluster.S
 	return cluster.SaveState(cs.paths, st)
 }
 
-// endpoints are the web server's membership endpoints for member m.
-func (cs *clusterSetup) endpoints(m *cluster.Member) *web.Cluster {
+// clusterView is GET /leasehold/v1/cluster: the members, and which
+// server runs the election controller (a member's or replica's name, and
+// its election identity "name/pid/nonce"); empty while none does or when
+// unknown.
+type clusterView struct {
+	cluster.Status
+	ElectionController   string `json:"electionController"`
+	ElectionControllerID string `json:"electionControllerID,omitempty"`
+}
+
+// endpoints are the web server's membership endpoints for member m,
+// whose store is store.
+func (cs *clusterSetup) endpoints(m *cluster.Member, store *backend.MemberStore) *web.Cluster {
 	return &web.Cluster{
 		Token: cs.token,
 		Join: func(ctx context.Context, req web.ClusterJoinRequest) (web.ClusterJoinResponse, error) {
 			return cs.admit(ctx, m, req)
 		},
-		Status: func(ctx context.Context) (any, error) { return m.Status(ctx) },
+		Status: func(ctx context.Context) (any, error) {
+			st, err := m.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			view := clusterView{Status: st}
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if id, err := store.ElectionLeader(lctx, electionControllerName); err == nil && id != "" {
+				view.ElectionControllerID = id
+				view.ElectionController, _, _ = strings.Cut(id, "/")
+			}
+			return view, nil
+		},
 		Remove: func(ctx context.Context, name string) error {
 			err := m.Remove(ctx, name)
-			if errors.Is(err, cluster.ErrNoSuchMember) {
+			switch {
+			case errors.Is(err, cluster.ErrNoSuchMember):
 				return fmt.Errorf("%w: %w", web.ErrNoSuchMember, err)
+			case errors.Is(err, cluster.ErrNoQuorum):
+				return markedError{err: err, mark: web.ErrNoQuorum}
 			}
 			return err
 		},
@@ -264,6 +293,9 @@ func (cs *clusterSetup) admit(ctx context.Context, m *cluster.Member, req web.Cl
 	var out web.ClusterJoinResponse
 	if !memberName.MatchString(req.Name) {
 		return out, fmt.Errorf("invalid member name %q", req.Name)
+	}
+	if req.Replica {
+		return cs.admitReplica(m, req.Name)
 	}
 	for _, raw := range []string{req.PeerURL, req.ClientURL} {
 		if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Port() == "" {
@@ -296,3 +328,35 @@ func (cs *clusterSetup) admit(ctx context.Context, m *cluster.Member, req web.Cl
 	return web.ClusterJoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert), Key: string(key),
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
 }
+
+// admitReplica issues an API-only replica a client certificate for the
+// members' client listeners. It gets the CA's certificate to verify the
+// members, not its key: a replica admits nobody.
+func (cs *clusterSetup) admitReplica(m *cluster.Member, name string) (web.ClusterJoinResponse, error) {
+	caCert, err := os.ReadFile(cs.paths.CAFile)
+	if err != nil {
+		return web.ClusterJoinResponse{}, fmt.Errorf("cluster CA: %w", err)
+	}
+	caKey, err := os.ReadFile(cs.paths.CAKeyFile)
+	if err != nil {
+		return web.ClusterJoinResponse{}, fmt.Errorf("cluster CA key: %w", err)
+	}
+	ca, err := pki.ParseAuthority(caCert, caKey)
+	if err != nil {
+		return web.ClusterJoinResponse{}, err
+	}
+	cert, key, err := ca.IssueClient(name, nil)
+	if err != nil {
+		return web.ClusterJoinResponse{}, err
+	}
+	return web.ClusterJoinResponse{CACert: string(caCert), Cert: string(cert), Key: string(key),
+		ClientURLs: m.ClientURLs(), EtcdPrefix: cs.prefix}, nil
+}
+
+// markedError is err, also matching mark (a web sentinel that picks the
+// HTTP status) without adding mark's text to the message, which the
+// operator reads.
+type markedError struct{ err, mark error }
+
+func (e markedError) Error() string   { return e.err.Error() }
+func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }

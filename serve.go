@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
+	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/kubeconfig"
@@ -166,6 +167,10 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "member.json")); err == nil {
 		cfg.Storage.Cluster.Rejoin = true
 	}
+	// Likewise a replica of a cluster (--replica) restarts as one.
+	if _, err := os.Stat(replicaFilesIn(cfg.DataDir).state); err == nil {
+		cfg.Storage.Cluster.Replica = true
+	}
 	if err := cfg.Storage.Validate(); err != nil {
 		return cfg, err
 	}
@@ -194,6 +199,18 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	cs, err := prepareCluster(ctx, &cfg, logger.With("component", "cluster"))
 	if err != nil {
 		return err
+	}
+	if err := prepareReplica(ctx, &cfg, logger.With("component", "cluster")); err != nil {
+		return err
+	}
+	if cfg.Storage.Shared() {
+		// gRPC (under the etcd client and server) would otherwise write
+		// its errors unlabelled to standard error.
+		etcd.RouteGRPCLogs(logger)
+	}
+	if m := cfg.Storage.Cluster.Member; m != nil {
+		m.Logger = logger.With("component", "cluster")
+		m.EtcdLogger = logger.With("component", "etcd")
 	}
 	ops := newServeOps(cfg.Observability)
 	store, dbPath, err := backend.Open(ctx, cfg.Storage, cfg.DataDir, ops.onCommit, logger.With("component", "storage"))
@@ -272,7 +289,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// store elects it (at once on bbolt), and a successor starts a fresh
 	// controller with fresh caches.
 	background.Go(func() {
-		storage.Lead(bgCtx, store, "election-controller", time.Second, logger.With("component", "election"), func(ctx context.Context) {
+		storage.Lead(bgCtx, store, electionControllerName, time.Second, logger.With("component", "election"), func(ctx context.Context) {
 			c := first
 			first = nil // each term gets a fresh controller
 			if c == nil {
@@ -308,7 +325,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// answering from a member that is no longer one would be wrong.
 	var memberStopped <-chan struct{}
 	if ms, ok := store.(*backend.MemberStore); ok && cs != nil {
-		wopts.Cluster = cs.endpoints(ms.Member())
+		wopts.Cluster = cs.endpoints(ms.Member(), ms)
+		wopts.UI.Cluster = wopts.Cluster.Status
 		memberStopped = ms.Member().Stopped()
 	}
 	ops.configure(&wopts, cfg, sec, store, plugins, &ctrl)
@@ -372,6 +390,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	logger.Info("Stopped serving")
 	return nil
 }
+
+// electionControllerName is the storage election that picks the one
+// server (of replicas or cluster members) running the election controller.
+const electionControllerName = "election-controller"
 
 // firstGrantWait maps --election-first-grant-wait to
 // election.Options.FirstGrantWait, where zero means the default and a

@@ -41,6 +41,10 @@ type Cluster struct {
 // ErrNoSuchMember makes Cluster.Remove answer 404.
 var ErrNoSuchMember = errors.New("no such member")
 
+// ErrNoQuorum makes Cluster.Remove answer 503 with its message, which
+// says what to do.
+var ErrNoQuorum = errors.New("no quorum")
+
 // ErrMemberExists makes Cluster.Join answer 409.
 var ErrMemberExists = errors.New("member exists")
 
@@ -85,6 +89,10 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 		if err := c.Remove(ctx, name); err != nil {
 			if errors.Is(err, ErrNoSuchMember) {
 				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
+				return
+			}
+			if errors.Is(err, ErrNoQuorum) {
+				s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
 				return
 			}
 			s.api.WriteError(rc, apierrors.NewInternalError(err))
@@ -133,7 +141,11 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		return
 	}
 	resp.Proof = clusterjoin.Proof(s.cluster.Token, clusterjoin.MemberProofLabel, ekm)
-	s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
+	if req.Replica {
+		s.log.Info("Admitted a replica", "replica", req.Name, "remote", rc.RemoteIP().String())
+	} else {
+		s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
+	}
 	writeJSON(rc, resp)
 }
 

@@ -39,6 +39,12 @@ type Config struct {
 	EtcdCertFile         string
 	EtcdKeyFile          string
 	EtcdDialTimeout      time.Duration
+	// EtcdAutoSync refreshes the etcd endpoints from the member list: a
+	// replica of an embedded cluster (--replica) follows its members.
+	EtcdAutoSync bool
+	// EtcdIdentity names this server in the etcd backend's election keys
+	// (default the host name): a replica's name.
+	EtcdIdentity string
 	// AcceptMetaFallback opens a bbolt file whose newer meta page is
 	// damaged on the older one (boltdb.Options.AcceptMetaFallback).
 	AcceptMetaFallback bool
@@ -51,6 +57,11 @@ type Config struct {
 type Cluster struct {
 	Init bool
 	Join string // any member's API URL
+	// Replica makes --join obtain a client certificate and the members'
+	// client URLs instead of running a member: the server is then an
+	// API-only replica on the etcd backend. A data directory that holds a
+	// replica's files sets it.
+	Replica bool
 	// Rejoin is set when the data directory already holds a member: it
 	// restarts as one with no cluster flag at all.
 	Rejoin        bool
@@ -71,7 +82,7 @@ type Cluster struct {
 }
 
 // Enabled reports whether serve runs an embedded etcd member.
-func (c *Cluster) Enabled() bool { return c.Init || c.Join != "" || c.Rejoin }
+func (c *Cluster) Enabled() bool { return !c.Replica && (c.Init || c.Join != "" || c.Rejoin) }
 
 // RegisterFlags adds the storage flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -86,6 +97,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for etcd at startup before giving up")
 	fs.BoolVar(&c.Cluster.Init, "cluster-init", false, "start a new cluster of leasehold servers on an embedded etcd member, with this server as its first member (other devices then --join it); a restart with the same data directory rejoins")
 	fs.StringVar(&c.Cluster.Join, "join", "", "join the cluster of the member serving the API at `URL` (https://device-1:6443; http only on loopback), with --cluster-token; a restart with the same data directory rejoins without it")
+	fs.BoolVar(&c.Cluster.Replica, "replica", false, "with --join and --cluster-token: run no etcd member, only the API, on the members' etcd (what devices beyond five do); the join hands over a client certificate and the members' client URLs, kept in <data-dir>/replica, so a restart needs the data directory alone")
 	fs.StringVar(&c.Cluster.Token, "cluster-token", "", "shared secret `token` that admits members to the cluster (prefer --cluster-token-file: command lines are visible to other users); it is never sent, only proven")
 	fs.StringVar(&c.Cluster.TokenFile, "cluster-token-file", "", "`file` holding the cluster token")
 	fs.StringVar(&c.Cluster.PeerListen, "peer-listen", "127.0.0.1:2380", "`host:port` of the embedded etcd member's peer listener (mutual TLS from the cluster CA)")
@@ -98,6 +110,25 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate checks the parsed flags.
 func (c *Config) Validate() error {
+	if cl := &c.Cluster; cl.Replica {
+		switch {
+		case cl.Init:
+			return errors.New("--replica joins an existing cluster: use it with --join, not --cluster-init")
+		case cl.Rejoin:
+			return errors.New("--replica: the data directory holds a cluster member; a member cannot become a replica (use another --data-dir)")
+		case c.Backend != "bbolt":
+			return fmt.Errorf("--storage %s cannot be combined with --replica (the cluster's etcd is the storage)", c.Backend)
+		case cl.Token != "" && cl.TokenFile != "":
+			return errors.New("give --cluster-token or --cluster-token-file, not both")
+		}
+		if c.EtcdDialTimeout <= 0 {
+			return fmt.Errorf("invalid --etcd-dial-timeout %s: must be positive", c.EtcdDialTimeout)
+		}
+		// The composition root runs the handshake (or reads the stored
+		// replica) and then chooses the etcd backend.
+		c.Backend = "replica"
+		return nil
+	}
 	if cl := &c.Cluster; cl.Enabled() {
 		if cl.Init && cl.Join != "" {
 			return errors.New("--cluster-init and --join exclude each other: a cluster starts once, then members join it")
@@ -139,7 +170,9 @@ func (c *Config) Validate() error {
 
 // Shared reports whether several replicas may share the backend, so that
 // a replica's election controller runs only while the store elects it.
-func (c *Config) Shared() bool { return c.Backend == "etcd" || c.Backend == "cluster" }
+func (c *Config) Shared() bool {
+	return c.Backend == "etcd" || c.Backend == "cluster" || c.Backend == "replica"
+}
 
 // MemberStore is the store of an embedded etcd member: the etcd backend
 // over the member's own client URL, which closes the member with it.
@@ -163,7 +196,9 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 	if mc == nil {
 		return nil, "", errors.New("the cluster member is not prepared")
 	}
-	mc.Logger = log
+	if mc.Logger == nil {
+		mc.Logger = log
+	}
 	m, err := cluster.Start(ctx, *mc)
 	if err != nil {
 		return nil, "", err
@@ -184,6 +219,7 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 		RequestTimeout:          c.Cluster.RequestTimeout,
 		EndWatchesWithoutLeader: true,
 		Logger:                  log,
+		Identity:                m.Name(),
 	}
 	// The member is ready, but a leader election may be under way (a
 	// member restarting into a cluster that lost its leader): the first
@@ -214,10 +250,17 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 	if c.Backend == "cluster" {
 		return openMember(ctx, c, log)
 	}
+	if c.Backend == "replica" {
+		return nil, "", errors.New("the replica is not prepared")
+	}
 	if c.Backend == "etcd" {
 		tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
 		if err != nil {
 			return nil, "", err
+		}
+		var autoSync time.Duration
+		if c.EtcdAutoSync {
+			autoSync = time.Minute
 		}
 		s, err := etcd.Open(ctx, etcd.Options{
 			Endpoints:   splitList(c.EtcdEndpoints),
@@ -226,8 +269,10 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 			DialTimeout: c.EtcdDialTimeout,
 			// etcd keeps history until compacted: compact so that
 			// --watch-history of it stays, as on bbolt.
-			CompactInterval: c.WatchHistory,
-			Logger:          log,
+			CompactInterval:  c.WatchHistory,
+			Logger:           log,
+			AutoSyncInterval: autoSync,
+			Identity:         c.EtcdIdentity,
 		})
 		if err != nil {
 			return nil, "", err

@@ -9,11 +9,15 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/storage/etcd"
 )
@@ -31,7 +35,11 @@ type Config struct {
 	// StartTimeout bounds the wait for the member to be ready (it needs a
 	// quorum) and, for a joiner, to be promoted from learner.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// Logger receives the member's own messages and its etcd clients'
+	// (labelled "etcd client: ..."); EtcdLogger the etcd server's lines
+	// (default Logger), so that the caller labels them (component=etcd).
+	Logger     *slog.Logger
+	EtcdLogger *slog.Logger
 }
 
 // Member is a running embedded etcd member.
@@ -41,6 +49,9 @@ type Member struct {
 	client *clientv3.Client
 	log    *slog.Logger
 	done   chan struct{} // closed by Close
+	// closing lowers the etcd server's log to debug once Close began:
+	// its listeners then fail as they are meant to.
+	closing *atomic.Bool
 }
 
 // initialClusterToken must be equal on the members bootstrapping a cluster;
@@ -53,10 +64,14 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.EtcdLogger == nil {
+		cfg.EtcdLogger = cfg.Logger
+	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
 	}
-	ec, err := embedConfig(cfg)
+	closing := new(atomic.Bool)
+	ec, err := embedConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
-	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{})}
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
@@ -88,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		Endpoints:   []string{cfg.AdvertiseClient},
 		TLS:         tlsCfg,
 		DialTimeout: 5 * time.Second,
-		Logger:      etcd.NewZapLogger(cfg.Logger.With("component", "etcd-client")),
+		Logger:      clientLogger(cfg.Logger),
 	})
 	if err != nil {
 		e.Close()
@@ -107,7 +122,12 @@ func removedHint(cfg Config) string {
 	return "if it was removed from the cluster it cannot come back: delete " + cfg.Paths.Dir + " and --join again as a new member"
 }
 
-func embedConfig(cfg Config) (*embed.Config, error) {
+// clientLogger is the zap logger of the member's own etcd clients.
+func clientLogger(log *slog.Logger) *zap.Logger {
+	return etcd.NewZapLogger(log, etcd.ZapLog{Label: "etcd client"})
+}
+
+func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Paths.EtcdDir
@@ -139,7 +159,7 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.Logger.With("component", "etcd-member")))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.EtcdLogger, etcd.ZapLog{Quiet: closing}))
 	// NewConfig leaves this to its flag's default; zero would log every
 	// request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
@@ -214,7 +234,7 @@ func (m *Member) votersClient(tlsCfg *tls.Config) (*clientv3.Client, error) {
 		return nil, errors.New("no voting member with a client URL")
 	}
 	return clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, DialTimeout: 5 * time.Second,
-		Logger: etcd.NewZapLogger(m.log.With("component", "etcd-client"))})
+		Logger: clientLogger(m.log)})
 }
 
 // ClientURL is the member's client URL, for the store and for replicas.
@@ -235,6 +255,7 @@ func (m *Member) Close() {
 	default:
 	}
 	close(m.done)
+	m.closing.Store(true)
 	if m.client != nil {
 		_ = m.client.Close()
 	}
@@ -263,22 +284,21 @@ type Status struct {
 	Members []MemberStatus `json:"members"`
 }
 
-// Status lists the members and asks each for its status, each within a
-// second: a dead member shows unhealthy rather than stalling the answer.
+// Status lists the members as this member applied the membership (a
+// serializable view, so that a member cut off from its quorum still shows
+// who is up) and asks each for its status, each within a second: a dead
+// member shows unhealthy rather than stalling the answer.
 func (m *Member) Status(ctx context.Context) (Status, error) {
 	st := Status{Self: m.cfg.Name}
-	list, err := m.client.MemberList(ctx)
-	if err != nil {
-		return st, fmt.Errorf("cluster: member list: %w", err)
-	}
+	list := m.etcd.Server.Cluster().Members()
 	type answer struct {
 		i    int
 		resp *clientv3.StatusResponse
 		err  error
 	}
-	answers := make(chan answer, len(list.Members))
-	for i, mem := range list.Members {
-		ms := MemberStatus{Name: mem.Name, ID: fmt.Sprintf("%x", mem.ID), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
+	answers := make(chan answer, len(list))
+	for i, mem := range list {
+		ms := MemberStatus{Name: mem.Name, ID: mem.ID.String(), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
 		st.Members = append(st.Members, ms)
 		go func() {
 			if len(mem.ClientURLs) == 0 {
@@ -292,7 +312,7 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}()
 	}
 	var leaderID, leaderTerm uint64
-	for range list.Members {
+	for range list {
 		a := <-answers
 		ms := &st.Members[a.i]
 		if a.err != nil {
@@ -301,8 +321,11 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}
 		ms.RaftIndex, ms.RaftTerm, ms.DBSize = a.resp.RaftIndex, a.resp.RaftTerm, a.resp.DbSize
 		ms.Healthy = a.resp.Leader != 0 && len(a.resp.Errors) == 0
-		if len(a.resp.Errors) > 0 {
+		switch {
+		case len(a.resp.Errors) > 0:
 			ms.Error = strings.Join(a.resp.Errors, "; ")
+		case a.resp.Leader == 0:
+			ms.Error = "no leader (no quorum)"
 		}
 		// Members may briefly disagree during an election: the leader of
 		// the latest term wins.
@@ -311,13 +334,26 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	for i := range st.Members {
-		if list.Members[i].ID == leaderID && leaderID != 0 {
+		if uint64(list[i].ID) == leaderID && leaderID != 0 {
 			st.Members[i].Leader = true
 			st.Leader = st.Members[i].Name
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].Name < st.Members[j].Name })
 	return st, nil
+}
+
+// ClientURLs are the client URLs of the voting members as this member
+// applied the membership, for replicas (--storage etcd) to use.
+func (m *Member) ClientURLs() []string {
+	var out []string
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if !mem.IsLearner {
+			out = append(out, mem.ClientURLs...)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Admitted is what a joiner needs to start: etcd's initial cluster with
@@ -381,23 +417,68 @@ var ErrMemberExists = errors.New("member exists")
 // ErrNoSuchMember is returned by Remove for an unknown name.
 var ErrNoSuchMember = errors.New("no such member")
 
+// ErrNoQuorum is returned by Remove when the cluster has no quorum: etcd
+// changes its membership only through raft, which needs one.
+var ErrNoQuorum = errors.New("the cluster has no quorum")
+
+// removeTimeout bounds a removal: with a quorum it takes milliseconds,
+// and without one etcd would wait for a leader that may never come.
+const removeTimeout = 5 * time.Second
+
 // Remove removes the member called name (or with that hexadecimal ID).
 // etcd refuses the removal when it would leave the cluster without a
 // quorum of started members; a removed member stops at its next contact
-// and cannot come back with its old data.
+// and cannot come back with its old data. Without a quorum it fails
+// within removeTimeout with ErrNoQuorum and says what to do.
 func (m *Member) Remove(ctx context.Context, name string) error {
-	list, err := m.client.MemberList(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster: member list: %w", err)
-	}
-	for _, mem := range list.Members {
-		if mem.Name == name || fmt.Sprintf("%x", mem.ID) == name {
-			if _, err := m.client.MemberRemove(ctx, mem.ID); err != nil {
-				return fmt.Errorf("cluster: remove member %s: %w", name, err)
-			}
-			m.log.Info("Removed a member", "member", name)
-			return nil
+	var target *membership.Member // the local view: no quorum needed
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if mem.Name == name || mem.ID.String() == name {
+			target = mem
 		}
 	}
-	return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	if target == nil {
+		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	}
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if m.etcd.Server.Leader() == 0 {
+		return m.noQuorum(ctx, name)
+	}
+	// Without a leader the request fails at once instead of waiting.
+	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+			errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0 {
+			return m.noQuorum(context.WithoutCancel(ctx), name)
+		}
+		return fmt.Errorf("cluster: remove member %s: %w", name, err)
+	}
+	m.log.Info("Removed a member", "member", name)
+	return nil
+}
+
+// noQuorum is the error of a removal without a quorum: how many voting
+// members answer, how many a quorum needs, and what to do.
+func (m *Member) noQuorum(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	voters, up := 0, 0
+	if st, err := m.Status(ctx); err == nil {
+		for _, ms := range st.Members {
+			if ms.Learner {
+				continue
+			}
+			voters++
+			// A member that answers at all is up, leader or not.
+			if ms.RaftTerm != 0 {
+				up++
+			}
+		}
+	}
+	return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
+		"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
+		"(each with its data directory) to restore the quorum, then remove the dead ones; "+
+		"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, voters/2+1)
 }

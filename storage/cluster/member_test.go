@@ -137,6 +137,9 @@ func TestMemberStatusAndRestart(t *testing.T) {
 		st.Members[0].RaftIndex == 0 || st.Members[0].DBSize == 0 {
 		t.Errorf("Status = %+v, want m1 alone, healthy, leading, with a raft index and a db size", st)
 	}
+	if got := m.ClientURLs(); len(got) != 1 || got[0] != m.ClientURL() {
+		t.Errorf("ClientURLs = %q, want [%s] (what a replica is given)", got, m.ClientURL())
+	}
 	if err := m.Remove(ctx, "nobody"); !errors.Is(err, ErrNoSuchMember) {
 		t.Errorf("Remove(nobody) = %v, want ErrNoSuchMember", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -34,7 +35,7 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 		return nil, s.wrapErr("election session", err)
 	}
 	el := concurrency.NewElection(sess, ElectionPrefix(s.prefix, name))
-	if err := el.Campaign(ctx, identity()); err != nil {
+	if err := el.Campaign(ctx, identity(s.opts.Identity)); err != nil {
 		_ = sess.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -67,8 +68,30 @@ func ElectionPrefix(prefix, name string) string {
 	return prefix + reservedDir + "elections/" + name + "/"
 }
 
-// identity names this process in its election key, for operators.
-func identity() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+// identity names this process in its election key, for operators: name
+// (default the host name), process ID and a nonce.
+func identity(name string) string {
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return fmt.Sprintf("%s/%d/%s", name, os.Getpid(), uuid.NewString()[:8])
+}
+
+// ElectionLeader is the identity in the leading key of election name
+// ("" while nobody leads), read from the local member without a quorum
+// (serializable): an operator's view, which must answer when the cluster
+// has none.
+func (s *Store) ElectionLeader(ctx context.Context, name string) (string, error) {
+	if err := s.checkOpen(); err != nil {
+		return "", err
+	}
+	opts := append(clientv3.WithFirstCreate(), clientv3.WithSerializable())
+	resp, err := s.client.Get(ctx, ElectionPrefix(s.prefix, name), opts...)
+	if err != nil {
+		return "", s.wrapErr("election leader "+name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
 }

@@ -53,6 +53,14 @@ type Options struct {
 	// one local member as the only endpoint there is none to move to, and
 	// the API's watchers must relist elsewhere.
 	EndWatchesWithoutLeader bool
+	// AutoSyncInterval, when positive, refreshes Endpoints from the
+	// cluster's member list that often, so that a replica of an embedded
+	// cluster follows members that join or are removed.
+	AutoSyncInterval time.Duration
+	// Identity names this server in its election keys (default the host
+	// name; the process ID and a nonce follow), so that operators see
+	// which one leads: a cluster member's name, for instance.
+	Identity string
 }
 
 func (o Options) withDefaults() (Options, error) {

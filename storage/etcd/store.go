@@ -46,10 +46,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   opts.Endpoints,
-		DialTimeout: opts.DialTimeout,
-		TLS:         opts.TLS,
-		Logger:      newZapLogger(opts.Logger.With("component", "etcd-client")),
+		Endpoints:        opts.Endpoints,
+		DialTimeout:      opts.DialTimeout,
+		TLS:              opts.TLS,
+		Logger:           newZapLogger(opts.Logger),
+		AutoSyncInterval: opts.AutoSyncInterval,
 		// Keepalives detect a dead member behind a half-open connection,
 		// so that requests and watches move to a live one.
 		DialKeepAliveTime:    5 * opts.DialTimeout,

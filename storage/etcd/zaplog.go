@@ -2,45 +2,106 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// newZapLogger routes the etcd client's zap logging into slog, so that
-// leasehold has one log stream. Only warnings and errors pass: the client
-// logs every connection and retry at lower levels.
+// ZapLog says how etcd's zap logging reaches slog. etcd logs through zap,
+// leasehold through slog: every line etcd writes goes into the one slog
+// stream, labelled, at serve's --log-level.
+type ZapLog struct {
+	// Label prefixes each message ("etcd client: ..."); empty leaves the
+	// message as is, for a logger whose attributes already say it is
+	// etcd's (the embedded member's, with component=etcd).
+	Label string
+	// Quiet, when it reports true, lowers every line to debug: a member
+	// that is being closed logs its listeners' "use of closed network
+	// connection" as errors, which are the expected end, not a fault.
+	Quiet *atomic.Bool
+}
+
+// NewZapLogger is a zap logger writing to log as z says.
+//
+// zap's levels map to slog's: debug and info to debug (etcd's info is a
+// running commentary of raft and connections, dozens of lines a minute,
+// that --log-level debug shows), warn to warn, error and above to error.
+// A few warnings go to debug too (see expectedWarnings): an operator can
+// do nothing about them, or learns the same from leasehold's own lines.
+func NewZapLogger(log *slog.Logger, z ZapLog) *zap.Logger {
+	return zap.New(&slogCore{log: log, z: z})
+}
+
+// newZapLogger is the store's client logger.
 func newZapLogger(log *slog.Logger) *zap.Logger {
-	return zap.New(&slogCore{log: log})
+	return NewZapLogger(log, ZapLog{Label: "etcd client"})
+}
+
+// expectedWarnings are etcd warnings about settings leasehold chooses on
+// purpose: client and gRPC gateway share the client listener (one port a
+// member needs), and etcd's auth is off (mutual TLS admits clients). The
+// client's retries of one request, tens a second while a member has no
+// leader, end in the request's error, which the caller reports.
+var expectedWarnings = map[string]bool{
+	"retrying of unary invoker failed": true,
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed":                                         true,
 }
 
 // slogCore is a zapcore.Core writing to a slog.Logger.
 type slogCore struct {
 	log   *slog.Logger
+	z     ZapLog
 	attrs []any
 }
 
-func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
+// level maps an entry to its slog level.
+func (c *slogCore) level(l zapcore.Level, msg string) slog.Level {
+	switch {
+	case c.z.Quiet != nil && c.z.Quiet.Load():
+		return slog.LevelDebug
+	case l <= zapcore.InfoLevel:
+		return slog.LevelDebug
+	case l == zapcore.WarnLevel:
+		if expectedWarnings[msg] {
+			return slog.LevelDebug
+		}
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+// Enabled passes what could be logged at some mapping: the exact level is
+// decided per entry in Check, which sees the message.
+func (c *slogCore) Enabled(l zapcore.Level) bool {
+	return c.log.Enabled(context.Background(), c.level(l, ""))
+}
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{log: c.log, attrs: append(append([]any(nil), c.attrs...), fieldAttrs(fields)...)}
+	return &slogCore{log: c.log, z: c.z, attrs: append(append([]any(nil), c.attrs...), fieldAttrs(fields)...)}
 }
 
 func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
+	if c.log.Enabled(context.Background(), c.level(e.Level, e.Message)) {
 		return ce.AddCore(e, c)
 	}
 	return ce
 }
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	level := slog.LevelWarn
-	if e.Level > zapcore.WarnLevel {
-		level = slog.LevelError
-	}
 	args := append(append([]any(nil), c.attrs...), fieldAttrs(fields)...)
-	c.log.Log(context.Background(), level, "etcd client: "+e.Message, args...)
+	msg := e.Message
+	if c.z.Label != "" {
+		msg = c.z.Label + ": " + msg
+	}
+	c.log.Log(context.Background(), c.level(e.Level, e.Message), msg, args...)
 	return nil
 }
 
@@ -59,6 +120,52 @@ func fieldAttrs(fields []zapcore.Field) []any {
 	return out
 }
 
-// NewZapLogger is newZapLogger for the embedded etcd member
-// (storage/cluster), whose server logs through zap as its client does.
-func NewZapLogger(log *slog.Logger) *zap.Logger { return newZapLogger(log) }
+var grpcLogOnce sync.Once
+
+// RouteGRPCLogs sends gRPC's own logging, which by default writes its
+// errors unlabelled to standard error, to log (component=grpc): info and
+// warnings at debug (a member that is down makes gRPC warn at every
+// reconnection attempt, which the storage's own errors already say),
+// errors at warn. Only the first call counts: gRPC allows its logger to
+// be set once, before it is used.
+func RouteGRPCLogs(log *slog.Logger) {
+	// clientv3.SetLogger is grpclog.SetLoggerV2, reached through the etcd
+	// client so that gRPC stays an indirect dependency.
+	grpcLogOnce.Do(func() { clientv3.SetLogger(&grpcLogger{log: log.With("component", "grpc")}) })
+}
+
+// grpcLogger is a grpclog.LoggerV2 writing to slog.
+type grpcLogger struct{ log *slog.Logger }
+
+func (g *grpcLogger) at(l slog.Level, msg string) { g.log.Log(context.Background(), l, msg) }
+
+func (g *grpcLogger) Info(args ...any)   { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Infoln(args ...any) { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Infof(format string, args ...any) {
+	g.at(slog.LevelDebug, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Warning(args ...any)   { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Warningln(args ...any) { g.at(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Warningf(format string, args ...any) {
+	g.at(slog.LevelDebug, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Error(args ...any)   { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
+func (g *grpcLogger) Errorln(args ...any) { g.at(slog.LevelWarn, fmt.Sprint(args...)) }
+func (g *grpcLogger) Errorf(format string, args ...any) {
+	g.at(slog.LevelWarn, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Fatal(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
+func (g *grpcLogger) Fatalln(args ...any)               { g.fatal(fmt.Sprint(args...)) }
+func (g *grpcLogger) Fatalf(format string, args ...any) { g.fatal(fmt.Sprintf(format, args...)) }
+
+// V reports whether verbosity level l is on: gRPC's verbose logging is
+// its debugging aid, shown only at debug.
+func (g *grpcLogger) V(l int) bool {
+	return l <= 0 || g.log.Enabled(context.Background(), slog.LevelDebug-slog.Level(l))
+}
+
+// fatal logs and exits, as grpclog's contract for Fatal requires.
+func (g *grpcLogger) fatal(msg string) {
+	g.at(slog.LevelError, msg)
+	os.Exit(1)
+}

@@ -36,13 +36,19 @@ type Request struct {
 	ClientURL string `json:"clientURL"`
 	// Hosts are the names and addresses its certificate must cover.
 	Hosts []string `json:"hosts"`
+	// Replica asks for no membership, only a client certificate and the
+	// members' client URLs: an API-only replica on the members' etcd.
+	// PeerURL, ClientURL and Hosts are then empty.
+	Replica bool `json:"replica,omitempty"`
 	// Proof is Proof(token, JoinProofLabel, keying material).
 	Proof string `json:"proof"`
 }
 
 // Response admits the joiner: the cluster CA (certificate and key, so
 // that every member can admit further members), its certificate, and
-// etcd's initial cluster with the joiner in it.
+// etcd's initial cluster with the joiner in it. A replica gets the CA
+// certificate without its key, a client certificate, the voting members'
+// client URLs and the key prefix the members store under.
 type Response struct {
 	CACert         string   `json:"caCert"`
 	CAKey          string   `json:"caKey"`
@@ -50,6 +56,7 @@ type Response struct {
 	Key            string   `json:"key"`
 	InitialCluster string   `json:"initialCluster"`
 	ClientURLs     []string `json:"clientURLs"`
+	EtcdPrefix     string   `json:"etcdPrefix,omitempty"`
 	// Proof is Proof(token, MemberProofLabel, keying material): the
 	// joiner trusts the CA above only with it.
 	Proof string `json:"proof"`

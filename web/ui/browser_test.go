@@ -287,7 +287,10 @@ func TestSystem(t *testing.T) {
 	waitFor(t, ctx, 5*time.Second, text("#conn")+` === 'Live'`, pageState)
 	waitFor(t, ctx, 2*time.Second, text("#live")+`.includes('Leases\n5 (live)') && `+text("#live")+`.includes('LeaseCandidates\n2 (live)')`, text("#live"))
 	sys := eval[string](t, ctx, text("#system"))
-	for _, want := range []string{"v1.37.0+leasehold-0.1.0", "4f1c2d9e8b7a", "Backend\nboltdb", "/var/lib/leasehold/leasehold.db",
+	if eval[bool](t, ctx, `!!document.getElementById('cluster')`) {
+		t.Error("a single device's system page shows a cluster section")
+	}
+	for _, want := range []string{"v1.37.0+leasehold-0.1.0", "4f1c2d9e8b7a", "Mode\nsingle device, bbolt", "Backend\nboltdb", "/var/lib/leasehold/leasehold.db",
 		"Readiness: ready", "storage: ok", "shutdown: ok", "oldest-emulation-version", "deadline exceeded"} {
 		if !strings.Contains(sys, want) {
 			t.Errorf("system view lacks %q:\n%s", want, sys)

@@ -196,6 +196,15 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 			st.Storage = &s
 		}
 	}
+	if src := h.opts.Sources.Cluster; src != nil {
+		// Each member's status is asked within a second: bounded.
+		c, err := src(ctx)
+		if err != nil {
+			st.ClusterError = err.Error()
+		} else {
+			st.Cluster = c
+		}
+	}
 	if src := h.opts.Sources.Modules; src != nil {
 		st.Modules = src()
 		if st.Modules == nil {

@@ -115,13 +115,31 @@ func TestAPIWithoutSources(t *testing.T) {
 		t.Errorf("decisions without a source: %d %s", resp.StatusCode(), resp.Body())
 	}
 	resp, _ = get(t, h, "GET", "/ui/api/v1/system")
-	if b := string(resp.Body()); resp.StatusCode() != 200 || !strings.Contains(b, `"storage":null`) || !strings.Contains(b, `"modules":null`) || !strings.Contains(b, `"serverTime":"`) {
-		t.Errorf("system without sources: %d %s", resp.StatusCode(), b)
+	if b := string(resp.Body()); resp.StatusCode() != 200 || !strings.Contains(b, `"storage":null`) || !strings.Contains(b, `"modules":null`) || !strings.Contains(b, `"serverTime":"`) ||
+		strings.Contains(b, `"cluster`) {
+		t.Errorf("system without sources (a single device shows no cluster): %d %s", resp.StatusCode(), b)
 	}
 	for _, p := range []string{"/ui/api/v1/nope", "/ui/api/v1/namespaces//leases/x/decisions", "/ui/nope"} {
 		if resp, _ := get(t, h, "GET", p); resp.StatusCode() != 404 {
 			t.Errorf("%s: %d, want 404", p, resp.StatusCode())
 		}
+	}
+}
+
+// TestSystemCluster: a member's system status carries its cluster's
+// status as the source gives it, or the source's error.
+func TestSystemCluster(t *testing.T) {
+	h := newHandler(t, ui.Sources{Cluster: func(context.Context) (any, error) {
+		return map[string]any{"self": "m1", "leader": "m2"}, nil
+	}})
+	resp, _ := get(t, h, "GET", "/ui/api/v1/system")
+	if b := string(resp.Body()); resp.StatusCode() != 200 || !strings.Contains(b, `"cluster":{"leader":"m2","self":"m1"}`) {
+		t.Errorf("system of a member: %d %s", resp.StatusCode(), b)
+	}
+	h = newHandler(t, ui.Sources{Cluster: func(context.Context) (any, error) { return nil, io.ErrUnexpectedEOF }})
+	resp, _ = get(t, h, "GET", "/ui/api/v1/system")
+	if b := string(resp.Body()); resp.StatusCode() != 200 || !strings.Contains(b, `"clusterError":"unexpected EOF"`) || strings.Contains(b, `"cluster":`) {
+		t.Errorf("system of a member whose status fails: %d %s", resp.StatusCode(), b)
 	}
 }
 

@@ -25,6 +25,10 @@ type Sources struct {
 	// Decisions returns the election decision history of one Lease,
 	// oldest first: (*engine.Engine).Decisions fits as is.
 	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
+	// Cluster reports the embedded etcd cluster this server is a member
+	// of, JSON-encoded as it is (GET /leasehold/v1/cluster's body); nil on
+	// a single device.
+	Cluster func(ctx context.Context) (any, error)
 }
 
 // Check is one readiness check as /readyz runs it.
@@ -45,6 +49,10 @@ type SystemStatus struct {
 	Storage      *engine.StorageStats `json:"storage"`
 	StoragePath  string               `json:"storagePath,omitempty"`
 	StorageError string               `json:"storageError,omitempty"`
+	// Cluster is the embedded etcd cluster's status, absent on a single
+	// device; ClusterError says why it is missing when the source failed.
+	Cluster      any    `json:"cluster,omitempty"`
+	ClusterError string `json:"clusterError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
 	Modules    []abi.ModuleStatus `json:"modules"`
 	Checks     []Check            `json:"checks"`

@@ -27,10 +27,12 @@ const commandSynopsis = "cluster status|members|remove NAME [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
-  status        the etcd leader and how many members are healthy, then the members
+  status        the etcd leader, how many members are healthy, which server runs the
+                election controller, then the members
   members       every member: name, ID, leader, health, learner, raft index, db size
   remove NAME   remove a member (a dead device: quorum is then counted without it);
-                a removed member cannot come back with its old data directory`
+                a removed member cannot come back with its old data directory. It
+                needs a quorum: without one it fails within seconds, saying so`
 
 // Member is one member as the server reports it.
 type Member struct {
@@ -52,6 +54,10 @@ type Status struct {
 	Self    string   `json:"self"`
 	Leader  string   `json:"leader"`
 	Members []Member `json:"members"`
+	// ElectionController is the member (or replica) running the election
+	// controller, ElectionControllerID its election identity.
+	ElectionController   string `json:"electionController"`
+	ElectionControllerID string `json:"electionControllerID,omitempty"`
 }
 
 // GetStatus reads the cluster's status from the server c talks to.
@@ -132,8 +138,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if leader == "" {
 				leader = "(none: no quorum)"
 			}
-			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\n\n",
-				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self)
+			controller := st.ElectionController
+			if controller == "" {
+				controller = "(none)"
+			}
+			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
+				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self, controller)
 		}
 		printMembers(stdout, st)
 		return cli.ExitOK

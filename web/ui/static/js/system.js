@@ -1,11 +1,13 @@
-// The system view: version, uptime, storage, strategy modules and
-// readiness, from /ui/api/v1/system, refreshed every few seconds.
+// The system view: version, uptime, storage, the embedded etcd cluster
+// (on a member), strategy modules and readiness, from /ui/api/v1/system,
+// refreshed every few seconds.
 
 import { h } from './dom.js';
 import { getJSON, clockOffset } from './api.js';
 import { dur, abs, bytes, nanos, parseTime } from './format.js';
 import * as store from './store.js';
 
+const MEMBER_COLS = ['Member', 'etcd leader', 'Health', 'Learner', 'Raft index', 'DB size', 'Peer URL', 'Error'];
 const MOD_COLS = ['Module', 'Version', 'State', 'Status', 'Signer', 'sha256', 'Calls', 'Errors', 'p50', 'p99', 'Last error'];
 
 export function system(root) {
@@ -51,6 +53,7 @@ export function system(root) {
         ['Heap', bytes(s.heapBytes)],
       ])),
       card('Storage', s.storage ? dl([
+        ['Mode', mode(s)],
         ['Backend', s.storage.backend || '—'],
         ['File', s.storagePath || '—'],
         ['Size', bytes(s.storage.sizeBytes)],
@@ -84,12 +87,59 @@ export function system(root) {
               m.lastError ? `${m.lastError} (${abs(parseTime(m.lastErrorAt))})` : '—'];
             return h('tr', { class: refused ? 'refused' : '', 'data-module': m.name || m.file }, cells.map((c, i) => h('td', { 'data-label': MOD_COLS[i] }, c)));
           }))));
-    body.replaceChildren(h('div', { class: 'cards' }, cards),
+    body.replaceChildren(h('div', { class: 'cards' }, cards), ...clusterSection(s),
       h('section', { 'aria-labelledby': 'h-mods' }, h('h2', { id: 'h-mods' }, 'Strategy modules'), mods));
   }
 
   load();
   return { update: renderLive, destroy() { stopped = true; clearTimeout(timer); } };
+}
+
+// mode says how this server stores: alone on the device, as a member of
+// an embedded cluster, or on an external etcd.
+function mode(s) {
+  if (s.cluster) return `cluster member ${s.cluster.self} (embedded etcd)`;
+  if (s.clusterError) return 'cluster member (status unavailable)';
+  switch (s.storage.backend) {
+    case 'boltdb': return 'single device, bbolt';
+    case 'etcd': return 'replica on a shared etcd';
+    default: return s.storage.backend || '—';
+  }
+}
+
+// clusterSection lists the members of the embedded etcd cluster; nothing
+// on a single device.
+function clusterSection(s) {
+  if (!s.cluster && !s.clusterError) return [];
+  const title = h('h2', { id: 'h-cluster' }, 'Cluster');
+  if (!s.cluster) {
+    return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title,
+      h('p', { class: 'banner' }, `Cannot read the cluster status: ${s.clusterError}`))];
+  }
+  const c = s.cluster;
+  const members = c.members || [];
+  const voters = members.filter((m) => !m.learner);
+  const healthy = voters.filter((m) => m.healthy).length;
+  const quorum = Math.floor(voters.length / 2) + 1;
+  const ctl = c.electionController;
+  const summary = dl([
+    ['This member', c.self],
+    ['etcd leader', c.leader || 'none: no quorum'],
+    ['Healthy voting members', `${healthy} of ${voters.length} (quorum ${quorum}${healthy < quorum ? ': LOST' : ''})`],
+    ['Election controller', ctl ? `${ctl}${ctl === c.self ? ' (this member)' : ''}` : '—'],
+  ]);
+  const table = h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'members' },
+    h('thead', {}, h('tr', {}, MEMBER_COLS.map((col) => h('th', { scope: 'col' }, col)))),
+    h('tbody', {}, members.map((m) => {
+      const name = m.name === c.self ? `${m.name} (this member)` : m.name || '(not started)';
+      const cells = [name, m.leader ? 'leader' : '—',
+        h('span', { class: `badge ${m.healthy ? 's-held' : 's-expired'}` }, m.healthy ? 'healthy' : 'unhealthy'),
+        m.learner ? 'learner' : 'voter', String(m.raftIndex), bytes(m.dbSizeBytes),
+        h('code', {}, (m.peerURLs || [])[0] || '—'), m.error || '—'];
+      return h('tr', { 'data-member': m.name, class: m.name === c.self ? 'self' : '' },
+        cells.map((cell, i) => h('td', { 'data-label': MEMBER_COLS[i] }, cell)));
+    }))));
+  return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title, summary, table)];
 }
 
 function card(title, content) {
