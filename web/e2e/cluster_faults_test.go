@@ -1,0 +1,608 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// The fault-injection suite: three members as real processes on loopback,
+// a client-go LeaderElector and a renewal writer on every member, and one
+// fault after another. Every read and compare-and-swap of the writers is
+// recorded and checked with porcupine, one lease per round (linearizability
+// is local: a history is linearizable when each object's is, so a fresh
+// lease per round keeps each check small), and the electors' leadership
+// is tracked for overlaps. The CI run injects each fault once; with
+// LEASEHOLD_FAULT_DURATION (e.g. 10m, "make fault-suite") a randomized
+// schedule of the same faults follows for that long.
+
+// faultDurationEnv sets the length of the randomized schedule;
+// faultSeedEnv replays one (the seed is logged).
+const (
+	faultDurationEnv = "LEASEHOLD_FAULT_DURATION"
+	faultSeedEnv     = "LEASEHOLD_FAULT_SEED"
+)
+
+// faultCluster is the cluster under faults with its clients.
+type faultCluster struct {
+	t       *testing.T
+	ctx     context.Context
+	members []*clusterMember
+	// small is the member whose data directory is on a small tmpfs at
+	// mnt, for the disk-full fault.
+	small *clusterMember
+	mnt   string
+	// lt tracks the electors of all rounds: electors[i] is a client of
+	// members[i].
+	lt       *leaderTracker
+	electors []*elector
+	round    int
+
+	mu       sync.Mutex
+	measured map[string][]time.Duration
+}
+
+// TestClusterFaults injects, into one 3-member cluster, a SIGSTOP/SIGCONT
+// of the member holding the etcd leader and the leading elector, a SIGKILL
+// (and restart) of the member running the election controller, and a full
+// disk under one member; then, when LEASEHOLD_FAULT_DURATION is set, a
+// randomized schedule of these faults. After each round the lease's
+// history must be linearizable and the members must agree on the data; at
+// the end no two electors may have led at once.
+func TestClusterFaults(t *testing.T) {
+	t.Parallel()
+	c := newFaultCluster(t)
+
+	// The CI rounds: each fault once.
+	c.runRound("sigstop", func(r *faultRound) { c.pause(r, c.memberOf(c.leadingElector())) })
+	c.runRound("sigkill-controller", func(r *faultRound) { c.kill(r, c.controllerMember()) })
+	c.runRound("disk-full", func(r *faultRound) { c.fillDisk(r) })
+
+	if d := os.Getenv(faultDurationEnv); d != "" {
+		c.schedule(d)
+	}
+
+	starts, overlap := c.lt.snapshot()
+	t.Logf("elector leadership starts: %q", starts)
+	if len(overlap) > 0 {
+		t.Errorf("two electors led at once: %q", overlap)
+	}
+	c.summary()
+}
+
+func newFaultCluster(t *testing.T) *faultCluster {
+	t.Helper()
+	// etcd preallocates its write-ahead log (64 MiB per segment, and the
+	// next segment ahead): 192 MiB holds that, the database, and leaves
+	// some room to fill.
+	mnt := mountTmpfs(t, "192m")
+	c := &faultCluster{t: t, ctx: context.Background(), mnt: mnt,
+		lt: &leaderTracker{leading: map[string]bool{}}, measured: map[string][]time.Duration{}}
+	c.members = startClusterIn(t, []string{"", "", filepath.Join(mnt, "data")})
+	c.small = c.members[2]
+	st := c.members[0].waitHealthy(t, 3)
+
+	// The elector on the etcd leader's member starts first, so that it
+	// leads: the first pause then stops both leaders at once.
+	order := slices.Clone(c.members)
+	slices.SortStableFunc(order, func(a, b *clusterMember) int {
+		if a.name == st.Leader {
+			return -1
+		}
+		if b.name == st.Leader {
+			return 1
+		}
+		return 0
+	})
+	c.electors = make([]*elector, len(c.members))
+	for n, m := range order {
+		e := startElector(t, m.ts, c.lt, "e-"+m.name)
+		c.electors[c.index(m)] = e
+		t.Cleanup(func() { e.cancel(); <-e.done })
+		if n == 0 {
+			waitLeader(t, c.lt, 1, 20*time.Second)
+		}
+	}
+	t.Logf("etcd leader %s; elector leading %s; election controller on %s", st.Leader, c.leadingElector(), c.controllerMember().name)
+	return c
+}
+
+func (c *faultCluster) index(m *clusterMember) int { return slices.Index(c.members, m) }
+
+// memberOf is the member elector id ("e-m2") talks to.
+func (c *faultCluster) memberOf(id string) *clusterMember {
+	for _, m := range c.members {
+		if "e-"+m.name == id {
+			return m
+		}
+	}
+	c.t.Fatalf("no member for elector %q", id)
+	return nil
+}
+
+// leadingElector waits until an elector leads and returns its id.
+func (c *faultCluster) leadingElector() string {
+	var who string
+	eventually(c.t, 20*time.Second, "an elector leads", func() (bool, string) {
+		c.lt.mu.Lock()
+		defer c.lt.mu.Unlock()
+		for id, on := range c.lt.leading {
+			if on {
+				who = id
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("starts %q", c.lt.starts)
+	})
+	return who
+}
+
+// measure records one measured figure (summarized at the end).
+func (c *faultCluster) measure(what string, d time.Duration) {
+	c.t.Helper()
+	c.mu.Lock()
+	c.measured[what] = append(c.measured[what], d)
+	c.mu.Unlock()
+	c.t.Logf("MEASURED: %s: %v", what, d.Round(time.Millisecond))
+}
+
+func (c *faultCluster) summary() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.measured))
+	for n := range c.measured {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		ds := slices.Clone(c.measured[n])
+		slices.Sort(ds)
+		c.t.Logf("SUMMARY: %s: n=%d min %v median %v max %v", n, len(ds),
+			ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
+}
+
+// faultRound is one fault with its own lease, renewed through every
+// member by a recording writer.
+type faultRound struct {
+	hist *leaseHistory
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// runRound runs fault under renewal load on a fresh lease, then checks
+// the lease's history and that every member serves the same data.
+func (c *faultCluster) runRound(name string, fault func(r *faultRound)) {
+	t := c.t
+	t.Helper()
+	c.round++
+	start := time.Now()
+	r := &faultRound{hist: &leaseHistory{lease: fmt.Sprintf("faults-%03d-%s", c.round, name)}, stop: make(chan struct{})}
+	init := "init" // leaseModel's initial state
+	eventually(t, 30*time.Second, "create lease "+r.hist.lease, func() (bool, string) {
+		_, err := c.leases(c.members[0], wireJSON).Create(c.ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: r.hist.lease}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &init}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err.Error()
+		}
+		return err == nil || apierrors.IsAlreadyExists(err), ""
+	})
+	for i, m := range c.members {
+		leases := c.leases(m, wireProtobuf)
+		r.wg.Go(func() { r.hist.renew(c.ctx, i, leases, r.stop) })
+	}
+	defer func() {
+		select {
+		case <-r.stop:
+		default:
+			close(r.stop)
+			r.wg.Wait()
+		}
+	}()
+	eventually(t, 20*time.Second, "renewals through every member before the fault", func() (bool, string) {
+		for i := range c.members {
+			if !r.hist.succeededThrough(i, start) {
+				return false, "none yet through " + c.members[i].name
+			}
+		}
+		return true, ""
+	})
+	t.Logf("round %d: %s", c.round, name)
+	fault(r)
+	close(r.stop)
+	r.wg.Wait()
+	r.hist.check(t)
+	c.checkSameData()
+	if _, overlap := c.lt.snapshot(); len(overlap) > 0 {
+		t.Fatalf("round %d (%s): two electors led at once: %q", c.round, name, overlap)
+	}
+}
+
+func (c *faultCluster) leases(m *clusterMember, wire string) typedcoordinationv1.LeaseInterface {
+	cfg := restConfig(c.t, m.ts, wire)
+	cfg.Timeout = 10 * time.Second
+	return clientset(c.t, cfg).CoordinationV1().Leases("default")
+}
+
+// nextRenewal waits for a successful write after since through any member
+// but skip, and returns how long after since it was acknowledged.
+func (c *faultCluster) nextRenewal(r *faultRound, since time.Time, skip *clusterMember) time.Duration {
+	var took time.Duration
+	eventually(c.t, 30*time.Second, "a renewal through a member other than "+skip.name, func() (bool, string) {
+		r.hist.mu.Lock()
+		defer r.hist.mu.Unlock()
+		for _, w := range r.hist.ok {
+			if w.at.After(since) && c.members[w.client] != skip {
+				took = w.at.Sub(since)
+				return true, ""
+			}
+		}
+		return false, "none yet"
+	})
+	return took
+}
+
+// servesAgain waits for a successful write through m after since.
+func (c *faultCluster) servesAgain(r *faultRound, m *clusterMember, since time.Time) time.Duration {
+	eventually(c.t, 60*time.Second, "a renewal through "+m.name+" again", func() (bool, string) {
+		return r.hist.succeededThrough(c.index(m), since), "none yet"
+	})
+	return time.Since(since)
+}
+
+// electorFailover waits, when the elector on m led at the fault, for
+// another to lead, and returns how long after at that was.
+func (c *faultCluster) electorFailover(ledBefore string, m *clusterMember, at time.Time, what string) {
+	if ledBefore != "e-"+m.name {
+		return
+	}
+	eventually(c.t, 30*time.Second, "another elector leads after "+what, func() (bool, string) {
+		c.lt.mu.Lock()
+		defer c.lt.mu.Unlock()
+		for id, on := range c.lt.leading {
+			if on && id != ledBefore {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("leading %v", c.lt.leading)
+	})
+	c.measure("elector failover ("+leLeaseDuration.String()+" leases) after "+what+" of the leader's member", time.Since(at))
+}
+
+// etcdLeader asks m for the etcd leader's name.
+func (c *faultCluster) etcdLeader(m *clusterMember) string {
+	st, err := m.status(c.t)
+	if err != nil {
+		return ""
+	}
+	return st.Leader
+}
+
+// pause stops m with SIGSTOP: the others go on, the electors on m lose
+// leadership before another takes it (the overlap check), and after
+// SIGCONT m steps down if it led etcd, catches up and serves again.
+func (c *faultCluster) pause(r *faultRound, m *clusterMember) {
+	t := c.t
+	t.Helper()
+	wasEtcdLeader := c.etcdLeader(m) == m.name
+	led := c.leadingElector()
+	t.Logf("SIGSTOP %s (etcd leader: %t; elector leading: %s)", m.name, wasEtcdLeader, led)
+	paused := time.Now()
+	if err := m.ts.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %s: %v", m.name, err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = m.ts.proc.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	c.measure(fmt.Sprintf("first renewal through the others after SIGSTOP of a member (etcd leader: %t)", wasEtcdLeader), c.nextRenewal(r, paused, m))
+	c.electorFailover(led, m, paused, "SIGSTOP")
+	if wasEtcdLeader {
+		other := c.members[(c.index(m)+1)%len(c.members)]
+		eventually(t, 30*time.Second, "a new etcd leader while "+m.name+" is stopped", func() (bool, string) {
+			l := c.etcdLeader(other)
+			return l != "" && l != m.name, "leader " + l
+		})
+		c.measure("new etcd leader after SIGSTOP of the leader", time.Since(paused))
+	}
+
+	cont := time.Now()
+	if err := m.ts.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT %s: %v", m.name, err)
+	}
+	resumed = true
+	c.measure("first renewal through a member after its SIGCONT", c.servesAgain(r, m, cont))
+	st := m.waitHealthy(t, 3)
+	if wasEtcdLeader && st.Leader == m.name {
+		t.Logf("%s leads etcd again after SIGCONT (a later election)", m.name)
+	}
+	c.electorsAgree()
+}
+
+// electorsAgree waits until every elector sees the one leader.
+func (c *faultCluster) electorsAgree() {
+	eventually(c.t, 30*time.Second, "every elector sees the leader", func() (bool, string) {
+		var leader string
+		c.lt.mu.Lock()
+		for id, on := range c.lt.leading {
+			if on {
+				leader = id
+			}
+		}
+		c.lt.mu.Unlock()
+		if leader == "" {
+			return false, "nobody leads"
+		}
+		for _, e := range c.electors {
+			if got := e.le.GetLeader(); got != leader {
+				return false, e.id + " sees " + got + ", leader " + leader
+			}
+		}
+		return true, ""
+	})
+}
+
+// controllerRunning reads m's leasehold_election_controller_running gauge;
+// ok is false when m does not answer.
+func controllerRunning(m *clusterMember) (running, ok bool) {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(m.ts.URL + "/metrics")
+	if err != nil {
+		return false, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), "leasehold_election_controller_running "); found {
+			return v == "1", resp.StatusCode == http.StatusOK
+		}
+	}
+	return false, false
+}
+
+// controllerMember waits until exactly one member runs the election
+// controller and returns it.
+func (c *faultCluster) controllerMember() *clusterMember {
+	var holder *clusterMember
+	eventually(c.t, 30*time.Second, "one member runs the election controller", func() (bool, string) {
+		var running []string
+		holder = nil
+		for _, m := range c.members {
+			if on, _ := controllerRunning(m); on {
+				running = append(running, m.name)
+				holder = m
+			}
+		}
+		return len(running) == 1, fmt.Sprintf("running on %q", running)
+	})
+	return holder
+}
+
+// kill crashes m with SIGKILL: the others go on; if m ran the election
+// controller, a survivor runs it and decides a coordinated lease whose
+// candidates appear after the kill; m restarts from its data directory
+// and serves again.
+func (c *faultCluster) kill(r *faultRound, m *clusterMember) {
+	t := c.t
+	t.Helper()
+	wasEtcdLeader := c.etcdLeader(m) == m.name
+	ranController := false
+	if on, _ := controllerRunning(m); on {
+		ranController = true
+	}
+	led := c.leadingElector()
+	t.Logf("SIGKILL %s (etcd leader: %t; election controller: %t; elector leading: %s)", m.name, wasEtcdLeader, ranController, led)
+	killed := time.Now()
+	m.ts.proc.kill()
+	c.measure(fmt.Sprintf("first renewal through the others after SIGKILL of a member (etcd leader: %t)", wasEtcdLeader), c.nextRenewal(r, killed, m))
+	c.electorFailover(led, m, killed, "SIGKILL")
+	if ranController {
+		c.controllerMovedAndDecides(m, killed)
+	}
+
+	restarted := time.Now()
+	m.start(t)
+	c.measure("restart of a killed member until ready", m.startedAt.Sub(restarted))
+	c.measure("first renewal through a restarted member after its start", c.servesAgain(r, m, m.startedAt))
+	m.waitHealthy(t, 3)
+	c.electorsAgree()
+}
+
+// controllerMovedAndDecides waits for a survivor of dead to run the
+// election controller, then runs two coordinated candidates on the
+// survivors for a fresh lease: the controller must grant it to the oldest
+// emulation version.
+func (c *faultCluster) controllerMovedAndDecides(dead *clusterMember, killed time.Time) {
+	t := c.t
+	t.Helper()
+	var survivors []*clusterMember
+	for _, m := range c.members {
+		if m != dead {
+			survivors = append(survivors, m)
+		}
+	}
+	eventually(t, 30*time.Second, "a survivor runs the election controller", func() (bool, string) {
+		for _, m := range survivors {
+			if on, _ := controllerRunning(m); on {
+				return true, ""
+			}
+		}
+		return false, "none yet"
+	})
+	c.measure("election controller running on a survivor after SIGKILL of its member", time.Since(killed))
+
+	lease := fmt.Sprintf("faults-cle-%03d", c.round)
+	clt := &leaderTracker{leading: map[string]bool{}}
+	older := startMember(t, survivors[0].ts, clt, lease, "old-"+survivors[0].name, "1.31.0", "1.30.0", string(coordinationv1.OldestEmulationVersion))
+	newer := startMember(t, survivors[1].ts, clt, lease, "new-"+survivors[1].name, "1.31.0", "1.31.0", string(coordinationv1.OldestEmulationVersion))
+	defer older.kill()
+	defer newer.kill()
+	if who := waitLeader(t, clt, 1, 30*time.Second); who != older.id {
+		t.Errorf("coordinated lease %s granted to %s, want the oldest emulation version %s", lease, who, older.id)
+	}
+	c.measure("coordinated lease decided after SIGKILL of the controller's member (candidates started after the kill)", time.Since(killed))
+	if _, overlap := clt.snapshot(); len(overlap) > 0 {
+		t.Errorf("two coordinated leaders at once: %q", overlap)
+	}
+}
+
+// fillDisk fills the filesystem under the small member while it runs.
+// etcd treats a failed write of its log or database as fatal: the member
+// exits non-zero and says why, and never serves from a half-written
+// store. The other two keep the quorum and serve; once space is freed,
+// the member restarts from its data directory and catches up.
+func (c *faultCluster) fillDisk(r *faultRound) {
+	t := c.t
+	t.Helper()
+	m := c.small
+	wasEtcdLeader := c.etcdLeader(m) == m.name
+	led := c.leadingElector()
+	t.Logf("filling the disk of %s (etcd leader: %t; elector leading: %s)", m.name, wasEtcdLeader, led)
+	filler := filepath.Join(c.mnt, "filler")
+	filled := time.Now()
+	fillDisk(t, filler)
+	defer os.Remove(filler)
+
+	var exited time.Time
+	eventually(t, 60*time.Second, m.name+" stops on its full disk", func() (bool, string) {
+		select {
+		case <-m.ts.proc.exited:
+			exited = time.Now()
+			return true, ""
+		default:
+			return false, "still running"
+		}
+	})
+	log := m.ts.Log()
+	c.measure("member exit after its disk filled up", exited.Sub(filled))
+	if m.ts.proc.code == 0 {
+		t.Errorf("%s exited with code 0 on a full disk", m.name)
+	}
+	if !strings.Contains(log, "no space left on device") {
+		t.Errorf("%s's log does not name the full disk:\n%s", m.name, tail(log, 40))
+	}
+	t.Logf("%s exited with code %d; its last lines:\n%s", m.name, m.ts.proc.code, tail(log, 6))
+	c.measure(fmt.Sprintf("first renewal through the others after a member stopped on a full disk (etcd leader: %t)", wasEtcdLeader), c.nextRenewal(r, exited, m))
+	c.electorFailover(led, m, exited, "disk full")
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	m.start(t)
+	c.measure("first renewal through the member restarted after space was freed", c.servesAgain(r, m, m.startedAt))
+	m.waitHealthy(t, 3)
+	c.electorsAgree()
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// checkSameData lists namespace default through every member: the same
+// leases at the same resourceVersions (the writers have stopped).
+func (c *faultCluster) checkSameData() {
+	t := c.t
+	t.Helper()
+	var first map[string]string
+	for _, m := range c.members {
+		var got map[string]string
+		eventually(t, 20*time.Second, "list through "+m.name, func() (bool, string) {
+			list, err := c.leases(m, wireJSON).List(c.ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got = map[string]string{}
+			for _, l := range list.Items {
+				got[l.Name] = l.ResourceVersion + "/" + deref(l.Spec.HolderIdentity)
+			}
+			return true, ""
+		})
+		if first == nil {
+			first = got
+			continue
+		}
+		for name, v := range first {
+			if got[name] != v {
+				t.Errorf("lease %s through %s: %q, through %s: %q", name, m.name, got[name], c.members[0].name, v)
+			}
+		}
+		if len(got) != len(first) {
+			t.Errorf("%d leases through %s, %d through %s", len(got), m.name, len(first), c.members[0].name)
+		}
+	}
+}
+
+// schedule runs random faults on random members until the duration in
+// LEASEHOLD_FAULT_DURATION has passed.
+func (c *faultCluster) schedule(duration string) {
+	t := c.t
+	d, err := time.ParseDuration(duration)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 10m", faultDurationEnv, duration)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(faultSeedEnv); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer", faultSeedEnv, s)
+		}
+	}
+	t.Logf("randomized fault schedule for %v, seed %d (%s=%d replays it)", d, seed, faultSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	end := time.Now().Add(d)
+	for n := 0; time.Now().Before(end); n++ {
+		target := c.members[rng.IntN(len(c.members))]
+		switch rng.IntN(5) {
+		case 0: // the member that leads etcd
+			target = c.byName(c.etcdLeader(c.members[0]), target)
+			c.runRound("sigstop-etcd-leader", func(r *faultRound) { c.pause(r, target) })
+		case 1:
+			c.runRound("sigstop", func(r *faultRound) { c.pause(r, target) })
+		case 2:
+			c.runRound("sigkill-controller", func(r *faultRound) { c.kill(r, c.controllerMember()) })
+		case 3:
+			c.runRound("sigkill", func(r *faultRound) { c.kill(r, target) })
+		case 4:
+			c.runRound("disk-full", func(r *faultRound) { c.fillDisk(r) })
+		}
+		// A pause between faults, random as the faults are: the cluster
+		// must not only survive faults back to back.
+		select {
+		case <-time.After(time.Duration(rng.IntN(3000)) * time.Millisecond):
+		case <-c.ctx.Done():
+		}
+		if t.Failed() {
+			t.Fatalf("stopping the schedule after round %d", c.round)
+		}
+	}
+}
+
+// byName is the member called name, or fallback.
+func (c *faultCluster) byName(name string, fallback *clusterMember) *clusterMember {
+	for _, m := range c.members {
+		if m.name == name {
+			return m
+		}
+	}
+	return fallback
+}
