@@ -139,7 +139,7 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.Logger.With("component", "etcd-member")))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewMemberZapLogger(cfg.Logger.With("component", "etcd-member")))
 	// NewConfig leaves this to its flag's default; zero would log every
 	// request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration

@@ -20,6 +20,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // The fault-injection suite: three members as real processes on loopback,
@@ -51,11 +53,14 @@ type faultCluster struct {
 	// lt tracks the electors of all rounds: electors[i] is a client of
 	// members[i].
 	lt       *leaderTracker
-	electors []*elector
+	electors []*faultElector
 	round    int
 
 	mu       sync.Mutex
 	measured map[string][]time.Duration
+	// lastStop is when lastStopped, the last elector to lead, stopped.
+	lastStop    time.Time
+	lastStopped string
 }
 
 // TestClusterFaults injects, into one 3-member cluster, a SIGSTOP/SIGCONT
@@ -110,17 +115,108 @@ func newFaultCluster(t *testing.T) *faultCluster {
 		}
 		return 0
 	})
-	c.electors = make([]*elector, len(c.members))
+	c.electors = make([]*faultElector, len(c.members))
 	for n, m := range order {
-		e := startElector(t, m.ts, c.lt, "e-"+m.name)
-		c.electors[c.index(m)] = e
-		t.Cleanup(func() { e.cancel(); <-e.done })
+		c.electors[c.index(m)] = c.startFaultElector(m)
 		if n == 0 {
 			waitLeader(t, c.lt, 1, 20*time.Second)
 		}
 	}
 	t.Logf("etcd leader %s; elector leading %s; election controller on %s", st.Leader, c.leadingElector(), c.controllerMember().name)
 	return c
+}
+
+// faultElector is a client-go LeaderElector on one member that runs again
+// after it lost leadership, as a component restarted by its supervisor
+// does (Run returns for good when it stops leading). Unlike startElector's
+// it does not release on cancel (ReleaseOnCancel): client-go cancels the
+// leader's context only after that release request, which a stopped
+// server holds for the whole client timeout, past the lease's expiry; the
+// overlap check then would measure client-go's release, not the server.
+// A crashed component does not release either.
+type faultElector struct {
+	id string
+	mu sync.Mutex
+	le *leaderelection.LeaderElector
+}
+
+func (c *faultCluster) startFaultElector(m *clusterMember) *faultElector {
+	t := c.t
+	t.Helper()
+	fe := &faultElector{id: "e-" + m.name}
+	cfg := restConfig(t, m.ts, wireProtobuf)
+	cfg.UserAgent = "e2e-" + fe.id + "/leader-election"
+	cfg.Timeout = leRenewDeadline / 2 // what NewFromKubeconfig sets
+	cs := clientset(t, cfg)
+	newElector := func() (*leaderelection.LeaderElector, error) {
+		return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: "e2e-le", Namespace: "kube-system"},
+				Client:     cs.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: fe.id},
+			},
+			LeaseDuration: leLeaseDuration, RenewDeadline: leRenewDeadline, RetryPeriod: leRetryPeriod,
+			Name: "e2e-le",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) { c.leadStarted(fe.id) },
+				OnStoppedLeading: func() { c.leadStopped(fe.id) },
+			},
+		})
+	}
+	le, err := newElector()
+	if err != nil {
+		t.Fatalf("new elector %s: %v", fe.id, err)
+	}
+	fe.le = le
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			le.Run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			le, _ = newElector() // the configuration was valid above
+			fe.mu.Lock()
+			fe.le = le
+			fe.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return fe
+}
+
+// leader is the holder the elector last observed.
+func (fe *faultElector) leader() string {
+	fe.mu.Lock()
+	defer fe.mu.Unlock()
+	return fe.le.GetLeader()
+}
+
+// leadStarted and leadStopped feed the overlap check and time each
+// hand-over: from the previous leader's stop to the next one's start, the
+// margin by which the overlap check held.
+func (c *faultCluster) leadStarted(id string) {
+	c.lt.started(id)
+	c.mu.Lock()
+	stop, prev := c.lastStop, c.lastStopped
+	c.mu.Unlock()
+	if prev != "" && prev != id {
+		c.measure("hand-over margin between electors (old leader stopped, new one started)", time.Since(stop))
+	}
+}
+
+func (c *faultCluster) leadStopped(id string) {
+	c.lt.mu.Lock()
+	was := c.lt.leading[id]
+	c.lt.mu.Unlock()
+	c.lt.stopped(id)
+	if was {
+		c.mu.Lock()
+		c.lastStop, c.lastStopped = time.Now(), id
+		c.mu.Unlock()
+	}
 }
 
 func (c *faultCluster) index(m *clusterMember) int { return slices.Index(c.members, m) }
@@ -313,16 +409,18 @@ func (c *faultCluster) pause(r *faultRound, m *clusterMember) {
 			_ = m.ts.proc.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
-	c.measure(fmt.Sprintf("first renewal through the others after SIGSTOP of a member (etcd leader: %t)", wasEtcdLeader), c.nextRenewal(r, paused, m))
-	c.electorFailover(led, m, paused, "SIGSTOP")
 	if wasEtcdLeader {
+		// Polled through "leasehold cluster status", which waits up to a
+		// second for the stopped member: an upper bound.
 		other := c.members[(c.index(m)+1)%len(c.members)]
 		eventually(t, 30*time.Second, "a new etcd leader while "+m.name+" is stopped", func() (bool, string) {
 			l := c.etcdLeader(other)
 			return l != "" && l != m.name, "leader " + l
 		})
-		c.measure("new etcd leader after SIGSTOP of the leader", time.Since(paused))
+		c.measure("new etcd leader seen after SIGSTOP of the leader (upper bound)", time.Since(paused))
 	}
+	c.measure(fmt.Sprintf("first renewal through the others after SIGSTOP of a member (etcd leader: %t)", wasEtcdLeader), c.nextRenewal(r, paused, m))
+	c.electorFailover(led, m, paused, "SIGSTOP")
 
 	cont := time.Now()
 	if err := m.ts.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -352,7 +450,7 @@ func (c *faultCluster) electorsAgree() {
 			return false, "nobody leads"
 		}
 		for _, e := range c.electors {
-			if got := e.le.GetLeader(); got != leader {
+			if got := e.leader(); got != leader {
 				return false, e.id + " sees " + got + ", leader " + leader
 			}
 		}
