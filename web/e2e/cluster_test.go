@@ -356,8 +356,8 @@ type leaseHistory struct {
 }
 
 type successfulWrite struct {
-	client int
-	at     time.Time
+	client   int
+	call, at time.Time // sent and acknowledged
 }
 
 func (h *leaseHistory) name() string {
@@ -437,7 +437,7 @@ func (h *leaseHistory) renew(ctx context.Context, client int, leases typedcoordi
 		switch {
 		case err == nil:
 			h.mu.Lock()
-			h.ok = append(h.ok, successfulWrite{client: client, at: ret})
+			h.ok = append(h.ok, successfulWrite{client: client, call: call, at: ret})
 			h.mu.Unlock()
 		case apierrors.IsConflict(err):
 			out = "conflict"
