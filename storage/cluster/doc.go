@@ -8,4 +8,10 @@
 // The leases themselves are stored by storage/etcd over the member's own
 // client URL; this package knows nothing of certificates' issuing or of
 // HTTP (the composition root and web do that).
+//
+// A member whose disk fills up stops its process: etcd treats a failed
+// write of its log or database as fatal (it never serves from a store it
+// failed to write), and the member's log says so and what to do. The other
+// members keep the quorum; once space is freed, the member restarts from
+// its data directory and catches up.
 package cluster

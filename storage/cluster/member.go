@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -159,7 +160,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.EtcdLogger, etcd.ZapLog{Quiet: closing}))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.EtcdLogger, etcd.ZapLog{Quiet: closing, Exit: os.Exit}))
 	// NewConfig leaves this to its flag's default; zero would log every
 	// request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration

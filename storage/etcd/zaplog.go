@@ -25,6 +25,12 @@ type ZapLog struct {
 	// that is being closed logs its listeners' "use of closed network
 	// connection" as errors, which are the expected end, not a fault.
 	Quiet *atomic.Bool
+	// Exit, when set, is how a fatal entry ends the process, after the
+	// entry and an explanation are logged: etcd's server ends its process
+	// (a zap Fatal) when it cannot write its log or database, a full disk
+	// above all, so that it never serves from a store it failed to write.
+	// The embedded member's log then says what happened and what to do.
+	Exit func(code int)
 }
 
 // NewZapLogger is a zap logger writing to log as z says.
@@ -35,7 +41,25 @@ type ZapLog struct {
 // A few warnings go to debug too (see expectedWarnings): an operator can
 // do nothing about them, or learns the same from leasehold's own lines.
 func NewZapLogger(log *slog.Logger, z ZapLog) *zap.Logger {
-	return zap.New(&slogCore{log: log, z: z})
+	var opts []zap.Option
+	if z.Exit != nil {
+		opts = append(opts, zap.WithFatalHook(fatalHook{log: log, exit: z.Exit}))
+	}
+	return zap.New(&slogCore{log: log, z: z}, opts...)
+}
+
+// fatalHook explains a fatal error of the embedded member, then exits as
+// etcd would have.
+type fatalHook struct {
+	log  *slog.Logger
+	exit func(int)
+}
+
+func (h fatalHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
+	h.log.Error("The embedded etcd member cannot go on and stops this process (etcd exits when it cannot write its log or database, e.g. on a full disk: it never serves from a store it failed to write). "+
+		"Fix the cause (free space in the data directory) and start leasehold again: the member recovers from its data directory and catches up with the others",
+		"etcd_error", ce.Message)
+	h.exit(1)
 }
 
 // newZapLogger is the store's client logger.

@@ -50,3 +50,37 @@ func TestZapLoggerLevelsAndLabels(t *testing.T) {
 		t.Errorf("etcd's info at --log-level debug: %q", buf.String())
 	}
 }
+
+// TestMemberZapLoggerFatal: a fatal error of the embedded member (etcd
+// failing to write its database on a full disk) is logged as the member's,
+// followed by what it means and what to do, and then the process exits
+// with code 1, as etcd's own logger would.
+func TestMemberZapLoggerFatal(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil)).With("component", "etcd")
+	exited := -1
+	zl := NewZapLogger(log, ZapLog{Exit: func(code int) { exited = code }})
+	zl.Info("below warnings: not logged")
+	zl.Warn("slow fdatasync")
+	zl.Fatal("failed to commit tx", zap.String("error", "write db: no space left on device"))
+	if exited != 1 {
+		t.Fatalf("exit code %d, want 1", exited)
+	}
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("logged %d lines, want 3 (the warning, etcd's error, the explanation):\n%s", len(lines), out)
+	}
+	for i, want := range []string{
+		`level=WARN msg="slow fdatasync" component=etcd`,
+		`level=ERROR msg="failed to commit tx" component=etcd error="write db: no space left on device"`,
+		`level=ERROR msg="The embedded etcd member cannot go on and stops this process`,
+	} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d = %s, want it to contain %s", i+1, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[2], `etcd_error="failed to commit tx"`) || !strings.Contains(lines[2], "free space") {
+		t.Errorf("the explanation names neither etcd's error nor the remedy: %s", lines[2])
+	}
+}

@@ -126,10 +126,21 @@ func (m *clusterMember) waitHealthy(t *testing.T, want int) clusterStatus {
 // joins through m1 and m3 through m2 (any member admits joiners).
 func startCluster(t *testing.T) []*clusterMember {
 	t.Helper()
+	return startClusterIn(t, nil)
+}
+
+// startClusterIn is startCluster with member i's data directory
+// dataDirs[i] where given and not empty (a small filesystem to fill, say),
+// a fresh temporary directory otherwise.
+func startClusterIn(t *testing.T, dataDirs []string) []*clusterMember {
+	t.Helper()
 	ports := freeLoopbackPorts(t, 6)
 	var members []*clusterMember
 	for i := range 3 {
 		m := &clusterMember{name: fmt.Sprintf("m%d", i+1), dataDir: t.TempDir()}
+		if i < len(dataDirs) && dataDirs[i] != "" {
+			m.dataDir = dataDirs[i]
+		}
 		m.args = []string{"--cluster-token", "e2e-cluster-token", "--member-name", m.name,
 			"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
 			"--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
@@ -336,14 +347,24 @@ func probeLeaseHolder(ctx context.Context, t *testing.T, ts *testServer) (string
 // leaseHistory records the reads and compare-and-swap writes of one lease
 // by several clients, for porcupine.
 type leaseHistory struct {
+	// lease is the lease's name in namespace default; "probe" when empty.
+	lease string
+
 	mu  sync.Mutex
 	ops []porcupine.Operation
 	ok  []successfulWrite
 }
 
 type successfulWrite struct {
-	client int
-	at     time.Time
+	client   int
+	call, at time.Time // sent and acknowledged
+}
+
+func (h *leaseHistory) name() string {
+	if h.lease == "" {
+		return "probe"
+	}
+	return h.lease
 }
 
 // casInput is a write of value expecting the lease to hold expect (the
@@ -395,7 +416,7 @@ func (h *leaseHistory) renew(ctx context.Context, client int, leases typedcoordi
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		call := time.Now()
-		cur, err := leases.Get(rctx, "probe", metav1.GetOptions{})
+		cur, err := leases.Get(rctx, h.name(), metav1.GetOptions{})
 		ret := time.Now()
 		cancel()
 		if err != nil {
@@ -416,7 +437,7 @@ func (h *leaseHistory) renew(ctx context.Context, client int, leases typedcoordi
 		switch {
 		case err == nil:
 			h.mu.Lock()
-			h.ok = append(h.ok, successfulWrite{client: client, at: ret})
+			h.ok = append(h.ok, successfulWrite{client: client, call: call, at: ret})
 			h.mu.Unlock()
 		case apierrors.IsConflict(err):
 			out = "conflict"
@@ -460,6 +481,18 @@ func (h *leaseHistory) succeededVia(members []*clusterMember, m *clusterMember) 
 	return false
 }
 
+// succeededThrough reports a successful write by client after since.
+func (h *leaseHistory) succeededThrough(client int, since time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.ok {
+		if w.client == client && w.at.After(since) {
+			return true
+		}
+	}
+	return false
+}
+
 // check fails the test unless the history is linearizable.
 func (h *leaseHistory) check(t *testing.T) {
 	t.Helper()
@@ -474,8 +507,8 @@ func (h *leaseHistory) check(t *testing.T) {
 	}
 	start := time.Now()
 	res := porcupine.CheckOperationsTimeout(leaseModel, ops, 60*time.Second)
-	t.Logf("MEASURED: porcupine checked %d operations (%d writes of unknown outcome) in %v: %v", len(ops), unknown, time.Since(start).Round(time.Millisecond), res)
+	t.Logf("MEASURED: porcupine checked %d operations on lease %s (%d writes of unknown outcome) in %v: %v", len(ops), h.name(), unknown, time.Since(start).Round(time.Millisecond), res)
 	if res != porcupine.Ok {
-		t.Errorf("the lease's history is not linearizable (porcupine: %v)", res)
+		t.Errorf("the history of lease %s is not linearizable (porcupine: %v)", h.name(), res)
 	}
 }

@@ -44,6 +44,7 @@ func TestRegistryOutput(t *testing.T) {
 		`leasehold_lease_info{namespace="ns",lease="l",holder="a\\b\"c\nd"} 1`,
 		`leasehold_lease_renew_timestamp_seconds{namespace="ns",lease="l"} 100.5`,
 		`leasehold_lease_expiry_timestamp_seconds{namespace="ns",lease="l"} 110.5`,
+		`leasehold_election_controller_running 1`,
 		`leasehold_election_decisions_total 7`,
 		`leasehold_storage_undecodable_objects 1`,
 		`leasehold_storage_undecodable_reads_total 3`,
@@ -62,5 +63,21 @@ func TestRegistryOutput(t *testing.T) {
 	r.WritePrometheus(context.Background(), &b)
 	if strings.Contains(b.String(), "leasehold_lease_info") || !strings.Contains(b.String(), "leasehold_watch_streams 0") {
 		t.Error("per-lease series still written with SetPerLease(false), or the watch was not released")
+	}
+}
+
+// TestElectionControllerRunning: a replica not running the controller (a
+// shared store elected another) says 0 and has no controller counters.
+func TestElectionControllerRunning(t *testing.T) {
+	r := New()
+	r.SetSources(Sources{Election: func() (election.Stats, bool) { return election.Stats{}, false }})
+	var b bytes.Buffer
+	r.WritePrometheus(context.Background(), &b)
+	out := b.String()
+	if !strings.Contains(out, "\nleasehold_election_controller_running 0\n") {
+		t.Errorf("output lacks leasehold_election_controller_running 0:\n%s", out)
+	}
+	if strings.Contains(out, "leasehold_election_decisions_total") {
+		t.Errorf("a replica without the controller reports its counters:\n%s", out)
 	}
 }

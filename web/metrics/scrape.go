@@ -25,7 +25,17 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 		}
 	}
 	if src.Election != nil {
-		if e, ok := src.Election(); ok {
+		e, ok := src.Election()
+		// Replicas sharing a store (etcd, a cluster's members) run the
+		// controller one at a time: this gauge says which one does, so an
+		// operator (and the fault tests) can see it move after a crash.
+		running := 0
+		if ok {
+			running = 1
+		}
+		help(w, "leasehold_election_controller_running", "gauge", "1 while this replica runs the coordinated election controller (one replica of a shared store at a time), else 0.")
+		fmt.Fprintf(w, "leasehold_election_controller_running %d\n", running)
+		if ok {
 			writeElection(w, e)
 		}
 	}
