@@ -81,6 +81,7 @@ func confirmAction(t *testing.T, ctx context.Context, action, kubectl, audit str
 // from the browser, as alice: each through the API, confirmed, the result
 // shown, the kubectl twin offered, and recorded with her name.
 func TestActions(t *testing.T) {
+	t.Parallel()
 	e := startAuthEnv(t)
 	seedCoordinated(t, e)
 	ctx := newTab(t, 1280, 900)
@@ -140,6 +141,7 @@ kubectl delete lease -n edge gateway`
 // (SelfSubjectAccessReview) and disables every action with the reason;
 // and when it acts anyway, the API's 403 is shown and nothing changes.
 func TestActionsDenied(t *testing.T) {
+	t.Parallel()
 	e := startAuthEnv(t)
 	seedCoordinated(t, e)
 	ctx := newTab(t, 1280, 900)
@@ -177,6 +179,7 @@ func TestActionsDenied(t *testing.T) {
 // TestActionRecordChecksTheLease: the server records only what the lease
 // shows done, so a record cannot claim an action that did not happen.
 func TestActionRecordChecksTheLease(t *testing.T) {
+	t.Parallel()
 	e := startAuthEnv(t)
 	seedCoordinated(t, e)
 	base := "/ui/api/v1/namespaces/edge/leases/gateway/actions/"

@@ -61,6 +61,7 @@ func seed(t *testing.T, e *env) {
 }
 
 func TestOverview(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	seed(t, e)
 	ctx := newTab(t, 1280, 760)
@@ -119,6 +120,7 @@ func TestOverview(t *testing.T) {
 }
 
 func TestLiveUpdate(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := newTab(t, 1280, 600)
 	errs := consoleErrors(ctx)
@@ -145,6 +147,7 @@ func TestLiveUpdate(t *testing.T) {
 }
 
 func TestRelistOn410(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, 2) // two events of history: resuming from older ones gets 410
 	e.createLease(t, lease{ns: "default", name: "a", holder: "node-1", duration: 600})
 	ctx := newTab(t, 1280, 600)
@@ -160,6 +163,7 @@ func TestRelistOn410(t *testing.T) {
 }
 
 func TestCountdownReachesExpiry(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := newTab(t, 1280, 600)
 	navigate(t, ctx, e.base+"/ui/")
@@ -181,6 +185,7 @@ func TestCountdownReachesExpiry(t *testing.T) {
 }
 
 func TestDetail(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	seed(t, e)
 	ctx := newTab(t, 1280, 900)
@@ -253,6 +258,7 @@ func TestDetail(t *testing.T) {
 }
 
 func TestStaleWhenServerStops(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	e.createLease(t, lease{ns: "default", name: "app", holder: "node-1", duration: 600})
 	ctx := newTab(t, 1280, 600)
@@ -275,6 +281,7 @@ func TestStaleWhenServerStops(t *testing.T) {
 }
 
 func TestSystem(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	seed(t, e)
 	ctx := newTab(t, 1280, 900)
@@ -301,6 +308,7 @@ func TestSystem(t *testing.T) {
 }
 
 func TestPhone(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	seed(t, e)
 	ctx := newTab(t, 390, 844)
@@ -314,6 +322,7 @@ func TestPhone(t *testing.T) {
 }
 
 func TestTokenPrompt(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := newTab(t, 1280, 600)
 	navigate(t, ctx, e.base+"/ui/")
@@ -347,6 +356,7 @@ func TestTokenPrompt(t *testing.T) {
 // not "∅" before the current one, and a coordinated hand-over done by a
 // release and a grant as one change from the old holder to the new.
 func TestTransitionsHistory(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	e.waitHolders(t, "default", "plain", "") // the server watches leases
 	e.createLease(t, lease{ns: "default", name: "plain", holder: "runner-1", duration: 30})
@@ -392,6 +402,7 @@ func TestTransitionsHistory(t *testing.T) {
 // TestLastAppliedCollapsed: kubectl apply's copy of the whole object is
 // folded away under Annotations, with its size, and opens on demand.
 func TestLastAppliedCollapsed(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	applied := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"annotations":{"team":"edge"},"name":"applied","namespace":"default"},"spec":{"holderIdentity":"node-1","leaseDurationSeconds":60}}` + "\n"
 	e.request(t, "POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", map[string]any{
@@ -424,6 +435,7 @@ func TestLastAppliedCollapsed(t *testing.T) {
 // describe does (type, reason, last seen, from, count, message), and not
 // those of another lease.
 func TestLeaseEvents(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	e.request(t, "POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", map[string]any{
 		"metadata": map[string]any{"name": "ev"}, "spec": map[string]any{"holderIdentity": "node-1", "leaseDurationSeconds": 60},

@@ -17,6 +17,7 @@ const noSideways = `(() => { const w = document.querySelector('.table-wrap');
 // (the full name in the tooltip and on the detail page), and the overview
 // never scrolls sideways from 1024 px up.
 func TestLayoutLongNames(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	long := "payments-reconciliation-controller-primary-leader-election-eu-central-1a"
 	holder := "payments-reconciliation-controller-7d9f8c6b5-x2k4p_4f1c2d9e-8b7a-4c3d-9e1f-0a2b3c4d5e6f"
@@ -68,6 +69,7 @@ func TestLayoutLongNames(t *testing.T) {
 
 // TestDecisionSearch filters the decision history as one types.
 func TestDecisionSearch(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	seed(t, e)
 	ctx := newTab(t, 1280, 900)
@@ -93,6 +95,7 @@ func TestDecisionSearch(t *testing.T) {
 // TestModuleStates: the system page shows each module's state and signer,
 // and a refused module's row is marked as such.
 func TestModuleStates(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ctx := newTab(t, 1280, 900)
 	errs := consoleErrors(ctx)

@@ -37,6 +37,7 @@ func newHandler(t *testing.T, src ui.Sources) *ui.Handler {
 }
 
 func TestRootRedirectsToUI(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, ui.Sources{})
 	// Browsers, curl and anything else that asks for / land on the UI.
 	for _, accept := range []string{"text/html,application/xhtml+xml,*/*;q=0.8", "application/json", "*/*", ""} {
@@ -54,6 +55,7 @@ func TestRootRedirectsToUI(t *testing.T) {
 }
 
 func TestAssetsAndHeaders(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, ui.Sources{})
 	resp, _ := get(t, h, "GET", "/ui/")
 	if resp.StatusCode() != 200 || string(resp.Header.Peek("Cache-Control")) != "no-cache" {
@@ -99,6 +101,7 @@ func TestAssetsAndHeaders(t *testing.T) {
 // slow links. What crosses the link is the gzipped size; the raw size is
 // what the binary embeds.
 func TestPayloadSize(t *testing.T) {
+	t.Parallel()
 	raw, gz := newHandler(t, ui.Sources{}).Size()
 	t.Logf("UI assets: %d bytes, %d gzipped", raw, gz)
 	// The issue that added the operator actions and the timeline set the
@@ -109,6 +112,7 @@ func TestPayloadSize(t *testing.T) {
 }
 
 func TestAPIWithoutSources(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, ui.Sources{})
 	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/default/leases/x/decisions")
 	if resp.StatusCode() != 200 || string(resp.Body()) != `{"available":false,"items":[],"holders":null,"timeline":null}` {
@@ -129,6 +133,7 @@ func TestAPIWithoutSources(t *testing.T) {
 // TestSystemCluster: a member's system status carries its cluster's
 // status as the source gives it, or the source's error.
 func TestSystemCluster(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, ui.Sources{Cluster: func(context.Context) (any, error) {
 		return map[string]any{"self": "m1", "leader": "m2"}, nil
 	}})
@@ -144,6 +149,7 @@ func TestSystemCluster(t *testing.T) {
 }
 
 func TestDecisionsErrorIsReported(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
 		return nil, io.ErrUnexpectedEOF
 	}})
@@ -157,6 +163,7 @@ func TestDecisionsErrorIsReported(t *testing.T) {
 // label or a name that is no DNS-1123 subdomain names no lease, so the
 // history endpoint answers 404 with the reason, without reading storage.
 func TestDecisionsRefuseImpossibleNames(t *testing.T) {
+	t.Parallel()
 	reads := 0
 	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
 		reads++

@@ -230,8 +230,20 @@ var (
 	browserStop func()
 )
 
+// TestMain runs up to 3 tests at once unless -parallel says otherwise:
+// each drives its own tab and server, and most of a test is waiting on the
+// page (timers, live updates), which leaves the default of GOMAXPROCS
+// parallel tests (2 on the CI machine) idle.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", "3"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
 	if browserStop != nil {
 		browserStop()

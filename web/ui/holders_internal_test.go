@@ -23,6 +23,7 @@ func testLease(ns, name, holder string) *coordinationv1.Lease {
 // changed go first), identities clipped, and a listed lease without a
 // made-up past.
 func TestHolderTrackerBounds(t *testing.T) {
+	t.Parallel()
 	tr := newHolderTracker()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr.now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }

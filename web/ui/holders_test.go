@@ -67,6 +67,7 @@ func setHolder(t *testing.T, e *env, ns, name, holder string, transitions int) {
 // including a release, so the page shows the real previous holder even
 // when it opens after the changes.
 func TestHolderHistory(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	// The history is there once the server has listed the leases.
 	e.waitHolders(t, "default", "app", "")

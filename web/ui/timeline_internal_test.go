@@ -83,6 +83,7 @@ func (w *fakeLeaseWriter) summary() string {
 }
 
 func TestTimeline(t *testing.T) {
+	t.Parallel()
 	w := newFakeLeaseWriter(t)
 	w.hold("a")
 	for range 100 { // renewals are aggregated, not listed
@@ -114,6 +115,7 @@ func TestTimeline(t *testing.T) {
 }
 
 func TestTimelineBounds(t *testing.T) {
+	t.Parallel()
 	w := newFakeLeaseWriter(t)
 	for i := range maxTenures + 10 {
 		w.after(time.Second).hold(fmt.Sprintf("h-%d", i))

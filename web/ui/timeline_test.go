@@ -76,6 +76,7 @@ func renew(t *testing.T, e *env, ns, name, holder string, acquire bool) {
 // not a tenure; drawn on the detail page, counted in the overview's
 // sparkline, and still there after a restart.
 func TestTimelineStrip(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	e.waitHolders(t, "default", "app", "") // the server watches leases
 	e.createLease(t, lease{ns: "default", name: "app", holder: "node-a", duration: 1})
