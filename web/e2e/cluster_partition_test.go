@@ -40,9 +40,8 @@ type netMember struct {
 	host *netHost
 	// cfg is the member's kubeconfig with a dialer inside its namespace.
 	cfg *rest.Config
-	// ctrl records when the election controller started or stopped here,
-	// from the member's log.
-	ctrl *leaderTracker
+	// ctrl follows the election controller here.
+	ctrl controllerLog
 }
 
 // startNetCluster runs three members on lab's hosts: m1 starts the
@@ -56,8 +55,7 @@ func startNetCluster(t *testing.T, lab *netLab) []*netMember {
 	}
 	var members []*netMember
 	for i, h := range lab.hosts {
-		m := &netMember{clusterMember: &clusterMember{name: h.name, dataDir: t.TempDir()}, host: h,
-			ctrl: &leaderTracker{leading: map[string]bool{}}}
+		m := &netMember{clusterMember: &clusterMember{name: h.name, dataDir: t.TempDir()}, host: h}
 		m.args = []string{"--listen", h.ip + ":" + netAPIPort, "--data-dir", m.dataDir, "--log-level", "info",
 			"--token-auth-file", tokens,
 			"--cluster-token", "e2e-partition-token", "--member-name", m.name,
@@ -89,18 +87,36 @@ func startNetCluster(t *testing.T, lab *netLab) []*netMember {
 	return members
 }
 
-// watchLog follows the election controller in the member's log: storage.Lead
-// logs "Leading" before the controller starts and "Lost leadership" after
-// it stopped, so the recorded interval covers the controller's run.
+// controllerLog is what a member's log says of its election controller.
+// storage.Lead logs "Leading" before the controller starts and "Lost
+// leadership" after it stopped; storage/etcd warns when the election lease
+// could not be renewed, the moment the controller is told to stop.
+type controllerLog struct {
+	mu        sync.Mutex
+	running   bool
+	started   []time.Time
+	withdrawn []time.Time
+	stopped   []time.Time
+}
+
+// watchLog follows the election controller in the member's log.
 func (m *netMember) watchLog(line string) {
 	if !strings.Contains(line, "election=election-controller") {
 		return
 	}
+	c := &m.ctrl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
 	switch {
 	case strings.Contains(line, "msg=Leading "):
-		m.ctrl.started(m.name)
+		c.running = true
+		c.started = append(c.started, now)
+	case strings.Contains(line, `msg="Election lease expired`):
+		c.withdrawn = append(c.withdrawn, now)
 	case strings.Contains(line, `msg="Lost leadership;`):
-		m.ctrl.stopped(m.name)
+		c.running = false
+		c.stopped = append(c.stopped, now)
 	}
 }
 
@@ -108,18 +124,17 @@ func (m *netMember) watchLog(line string) {
 func (m *netMember) runsController() bool {
 	m.ctrl.mu.Lock()
 	defer m.ctrl.mu.Unlock()
-	return m.ctrl.leading[m.name]
+	return m.ctrl.running
 }
 
-// controllerEvent is when the member's controller last started (leading)
-// or stopped; zero if never.
-func (m *netMember) controllerEvent(leading bool) time.Time {
-	m.ctrl.mu.Lock()
-	defer m.ctrl.mu.Unlock()
+// lastAfter is the last of times after since (zero if none).
+func (c *controllerLog) lastAfter(times *[]time.Time, since time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var at time.Time
-	for _, e := range m.ctrl.events {
-		if e.leading == leading {
-			at = e.at
+	for _, t := range *times {
+		if t.After(since) {
+			at = t
 		}
 	}
 	return at
@@ -465,23 +480,23 @@ func partition(t *testing.T, members []*netMember, cut *netMember, lease string,
 		return len(on) == 1 && on[0] != cut.name, fmt.Sprintf("running on %q", on)
 	})
 	for _, m := range majority {
-		if m.runsController() && !ctrlBefore[m.name] {
-			started := m.controllerEvent(true)
-			run.controllerMove = started.Sub(cutAt)
-			// The controller's log says "Lost leadership" only after
-			// it stopped, and "Leading" before it starts.
-			if stopped := cut.controllerEvent(false); stopped.Before(cutAt) || stopped.After(started) {
-				if holdsEtcdLeader {
-					t.Errorf("the controller started on %s at %v before it stopped on the cut-off %s (at %v)", m.name, started.Format(time.StampMilli), cut.name, stopped.Format(time.StampMilli))
-				} else {
-					t.Logf("the controller started on %s at %v, it stopped on the cut-off %s at %v", m.name, started.Format(time.StampMilli), cut.name, stopped.Format(time.StampMilli))
-				}
-			}
+		if !m.runsController() || ctrlBefore[m.name] {
+			continue
+		}
+		started := m.ctrl.lastAfter(&m.ctrl.started, cutAt)
+		run.controllerMove = started.Sub(cutAt)
+		withdrawn := cut.ctrl.lastAfter(&cut.ctrl.withdrawn, cutAt)
+		stopped := cut.ctrl.lastAfter(&cut.ctrl.stopped, cutAt)
+		t.Logf("controller: on the cut-off %s told to stop %v and stopped %v after the cut; started on %s %v after it",
+			cut.name, sinceOrNever(withdrawn, cutAt), sinceOrNever(stopped, cutAt), m.name, sinceOrNever(started, cutAt))
+		if holdsEtcdLeader && (stopped.IsZero() || stopped.After(started)) {
+			t.Errorf("the election controller started on %s before it stopped on the cut-off %s", m.name, cut.name)
 		}
 	}
 
 	// Heal: the member catches up, and its writes succeed again.
 	healAt := time.Now()
+	t.Logf("healing %s %v after the cut", cut.name, healAt.Sub(cutAt).Round(time.Millisecond))
 	run.majorityGap = longestMajorityGap(hist, cutIndex, cutAt, healAt)
 	cut.host.heal()
 	eventually(t, 60*time.Second, "a write through the healed member", func() (bool, string) {
@@ -492,6 +507,14 @@ func partition(t *testing.T, members []*netMember, cut *netMember, lease string,
 	waitNetHealthy(t, cut, 3)
 	stopElectors()
 	return run, lt
+}
+
+// sinceOrNever is at-since, or "never" when at is zero.
+func sinceOrNever(at, since time.Time) string {
+	if at.IsZero() {
+		return "never"
+	}
+	return at.Sub(since).Round(time.Millisecond).String()
 }
 
 // firstMajorityWrite is when the first write issued after since through

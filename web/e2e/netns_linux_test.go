@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -36,6 +37,9 @@ type netLab struct {
 	t     testing.TB
 	hub   string     // the hub namespace
 	hosts []*netHost // in order: host i has address subnet.(i+1)
+	// rootNS is the test process's own network namespace, which dialing
+	// threads return to.
+	rootNS *os.File
 }
 
 // netHost is one namespace on the lab's bridge.
@@ -47,6 +51,16 @@ type netHost struct {
 	link string   // its veth end in the hub namespace
 	nsFD *os.File // /run/netns/<ns>, for dialing from inside
 }
+
+// testNetns is the test process's network namespace, kept open. It is
+// read from the current thread, locked: a thread in another namespace is
+// always locked by a dialing goroutine, so this one is not (the main
+// thread, behind /proc/self, could be).
+var testNetns = sync.OnceValues(func() (*os.File, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return os.Open("/proc/thread-self/ns/net")
+})
 
 // requireNetns fails (never skips: CI runs as root with iproute2) when
 // network namespaces cannot be made here.
@@ -107,6 +121,11 @@ func newNetLab(t testing.TB, n int) *netLab {
 	tag := fmt.Sprintf("%s%d-%s", netnsPrefix, os.Getpid(), hex.EncodeToString(rnd[:2]))
 	subnet := fmt.Sprintf("10.213.%d", rnd[2])
 	lab := &netLab{t: t, hub: tag + "-hub"}
+	root, err := testNetns()
+	if err != nil {
+		t.Fatalf("open the test's network namespace: %v", err)
+	}
+	lab.rootNS = root
 	addNS := func(ns string) {
 		t.Helper()
 		if err := runIP("netns", "add", ns); err != nil {
@@ -176,26 +195,24 @@ func (h *netHost) exec() []string { return []string{"ip", "netns", "exec", h.ns}
 
 // DialContext connects from inside the host's namespace, as a client
 // running on that device: a socket belongs to the namespace its creating
-// thread was in. The dial runs on a thread of its own that enters the
-// namespace and is never returned to the Go scheduler (the goroutine exits
-// locked, so the runtime ends the thread), so no other goroutine ever runs
-// in the namespace by accident.
+// thread was in. The calling goroutine locks its thread, enters the
+// namespace, dials and returns to the test's namespace before unlocking.
+// The thread must survive: a thread that ends kills the children it
+// forked (serverProcess's Pdeathsig follows the forking thread), so the
+// goroutine must not simply exit locked in the namespace.
 func (h *netHost) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
+	runtime.LockOSThread()
+	if err := unix.Setns(int(h.nsFD.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter network namespace %s: %w", h.ns, err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(int(h.nsFD.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- result{err: fmt.Errorf("enter network namespace %s: %w", h.ns, err)}
-			return
-		}
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, network, addr)
-		done <- result{conn, err}
-	}()
-	r := <-done
-	return r.conn, r.err
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err := unix.Setns(int(h.lab.rootNS.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Never expected; the thread stays locked, so no other goroutine
+		// runs in the wrong namespace, and ends with this goroutine.
+		panic(fmt.Sprintf("leave network namespace %s: %v", h.ns, err))
+	}
+	runtime.UnlockOSThread()
+	return conn, err
 }
