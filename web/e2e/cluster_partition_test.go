@@ -381,7 +381,18 @@ func partition(t *testing.T, members []*netMember, cut *netMember, lease string,
 		ctrlBefore[m.name] = m.runsController()
 	}
 
-	t.Logf("cutting %s off the network (controller on it: %v)", what, ctrlBefore[cut.name])
+	// The etcd leader is what it was when the test chose whom to cut,
+	// unless an election came in between (a loaded machine): then the
+	// majority's write availability is not expected to hold.
+	stBefore, err := majority[0].status(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds := stBefore.Leader == cut.name; holds == majorityKeepsWriting {
+		t.Logf("the etcd leader moved to %s before the cut", stBefore.Leader)
+		majorityKeepsWriting = !holds
+	}
+	t.Logf("cutting %s off the network (etcd leader %s, controller on it: %v)", what, stBefore.Leader, ctrlBefore[cut.name])
 	cutAt := time.Now()
 	cut.host.cut()
 
