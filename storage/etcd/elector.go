@@ -43,11 +43,21 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 		return nil, s.wrapErr("campaign "+name, err)
 	}
 	lost := make(chan struct{})
+	unconfirmed := make(chan struct{})
+	confirmCtx, stopConfirming := context.WithCancel(context.Background())
+	s.wg.Go(func() { s.confirmLease(confirmCtx, lease.ID, time.Duration(ttl)*time.Second, unconfirmed) })
 	s.wg.Go(func() {
 		defer close(lost)
+		defer stopConfirming()
 		select {
 		case <-sess.Done():
 			s.log.Warn("Election lease expired or could not be renewed", "election", name)
+			return
+		case <-unconfirmed:
+			s.log.Warn("Election lease expired or could not be renewed", "election", name, "reason", "no renewal confirmed within two thirds of its TTL")
+			// Revoking may take the whole TTL without a quorum: leadership
+			// is given up now, the revocation follows.
+			s.wg.Go(func() { _ = sess.Close() })
 			return
 		case <-ctx.Done():
 		case <-s.done:
@@ -60,6 +70,46 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 		_ = sess.Close()
 	})
 	return lost, nil
+}
+
+// confirmLease renews the election lease itself every third of its ttl and
+// closes unconfirmed once no renewal sent in the last two thirds of it was
+// answered. The session's keepalive cannot tell in time: it counts the ttl
+// from when an answer arrives, while the lease expires counting from when
+// the leader renewed it, earlier; a member cut off from the others went on
+// believing it led after the majority's campaign had won (seen with
+// network partitions). A renewal is counted from when it was sent, which
+// is before the leader renewed, and the last third is left for the work
+// done as leader to stop.
+func (s *Store) confirmLease(ctx context.Context, id clientv3.LeaseID, ttl time.Duration, unconfirmed chan<- struct{}) {
+	// Campaign just read through the leader, and the session renews every
+	// third of the ttl: the lease was renewed at most that long ago. The
+	// first renewal goes out at once.
+	confirmed := time.Now().Add(-ttl / 3)
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		deadline := confirmed.Add(2 * ttl / 3)
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(ctx), deadline)
+		resp, err := s.client.KeepAliveOnce(rctx, id)
+		cancel()
+		switch {
+		case err == nil && resp.TTL > 0:
+			confirmed, wait = sent, ttl/3
+		case ctx.Err() != nil:
+			return
+		case !time.Now().Before(deadline):
+			close(unconfirmed)
+			return
+		default:
+			wait = 50 * time.Millisecond // retry until the deadline
+		}
+	}
 }
 
 // ElectionPrefix is where the candidates' keys of election name live: the

@@ -43,9 +43,10 @@ type Options struct {
 	Logger *slog.Logger
 
 	// RequestTimeout, when positive, bounds every read and write, and
-	// each then requires the member to know a raft leader, so that a
-	// member cut off from its quorum fails fast (etcd's "no leader")
-	// instead of waiting for etcd's own request timeout. The embedded
+	// each then requires the member to know a raft leader and is tried
+	// once, so that a member cut off from its quorum fails fast (etcd's
+	// "no leader") instead of waiting for etcd's own request timeout or
+	// retrying until this one. The embedded
 	// cluster (storage/cluster) sets it; 0 keeps the caller's deadline.
 	RequestTimeout time.Duration
 	// EndWatchesWithoutLeader ends watches with an error when the member

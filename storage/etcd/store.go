@@ -45,7 +45,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	client, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:        opts.Endpoints,
 		DialTimeout:      opts.DialTimeout,
 		TLS:              opts.TLS,
@@ -58,7 +58,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// Above MaxValueBytes, so that an oversized request reaches etcd
 		// and fails with its own limit (ErrValueTooLarge).
 		MaxCallSendMsgSize: opts.MaxValueBytes + 1<<20,
-	})
+	}
+	if opts.RequestTimeout > 0 {
+		// A member without a leader answers "no leader" at once, but the
+		// client retries that (it is Unavailable) until the deadline: a
+		// cut-off member would then take the whole RequestTimeout to fail
+		// every read, and a client-go elector on its device would stop
+		// leading (after its release attempt) as late as others may take
+		// the lease. One attempt each: the caller retries.
+		cfg.MaxUnaryRetries = 1
+	}
+	client, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,8 +171,16 @@ type serverProcess struct {
 // process is killed when the test ends, if it still runs then.
 func spawnServer(t testing.TB, args []string, onLine func(string)) (p *serverProcess, ready bool) {
 	t.Helper()
+	return spawnServerVia(t, nil, args, onLine)
+}
+
+// spawnServerVia is spawnServer through a wrapper that execs the binary
+// (such as "ip netns exec NS"), so that the process is still leasehold's.
+func spawnServerVia(t testing.TB, wrapper, args []string, onLine func(string)) (p *serverProcess, ready bool) {
+	t.Helper()
 	readyFile := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command(leaseholdBinary(t), append([]string{"serve", "--ready-file", readyFile}, args...)...)
+	argv := append(append(slices.Clone(wrapper), leaseholdBinary(t), "serve", "--ready-file", readyFile), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = childSysProcAttr()
 	p = &serverProcess{cmd: cmd, log: &syncWriter{w: new(bytes.Buffer)}, exited: make(chan struct{})}
 	var stdout io.Reader

@@ -13,6 +13,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -41,6 +42,14 @@ type leaderTracker struct {
 	leading map[string]bool
 	starts  []string
 	overlap []string
+	events  []leaderEvent
+}
+
+// leaderEvent is one elector starting or stopping to lead, and when.
+type leaderEvent struct {
+	id      string
+	leading bool
+	at      time.Time
 }
 
 func (lt *leaderTracker) started(id string) {
@@ -53,12 +62,14 @@ func (lt *leaderTracker) started(id string) {
 	}
 	lt.leading[id] = true
 	lt.starts = append(lt.starts, id)
+	lt.events = append(lt.events, leaderEvent{id: id, leading: true, at: time.Now()})
 }
 
 func (lt *leaderTracker) stopped(id string) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.leading[id] = false
+	lt.events = append(lt.events, leaderEvent{id: id, at: time.Now()})
 }
 
 func (lt *leaderTracker) snapshot() (starts []string, overlap []string) {
@@ -166,8 +177,15 @@ func TestE2ELeaderElection(t *testing.T) {
 
 func startElector(t *testing.T, ts *testServer, lt *leaderTracker, id string) *elector {
 	t.Helper()
+	return startElectorOn(t, restConfig(t, ts, wireProtobuf), lt, id, "e2e-le")
+}
+
+// startElectorOn runs an elector for the lease kube-system/lease through
+// cfg (a copy is changed).
+func startElectorOn(t *testing.T, cfg *rest.Config, lt *leaderTracker, id, lease string) *elector {
+	t.Helper()
 	e := &elector{id: id, done: make(chan struct{})}
-	cfg := restConfig(t, ts, wireProtobuf)
+	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "e2e-" + id + "/leader-election"
 	cfg.Timeout = leRenewDeadline / 2 // what NewFromKubeconfig sets
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -179,7 +197,7 @@ func startElector(t *testing.T, ts *testServer, lt *leaderTracker, id string) *e
 		})
 	})
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: "e2e-le", Namespace: "kube-system"},
+		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: "kube-system"},
 		Client:     clientset(t, cfg).CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
@@ -189,7 +207,7 @@ func startElector(t *testing.T, ts *testServer, lt *leaderTracker, id string) *e
 		RenewDeadline:   leRenewDeadline,
 		RetryPeriod:     leRetryPeriod,
 		ReleaseOnCancel: true,
-		Name:            "e2e-le",
+		Name:            lease,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { lt.started(id) },
 			OnStoppedLeading: func() { lt.stopped(id) },
