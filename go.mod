@@ -88,6 +88,8 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 )
 
+require go.etcd.io/etcd/etcdutl/v3 v3.6.16
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
