@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 		return nil, err
 	}
 	if cl.Init {
+		if err := planImport(cfg.DataDir, paths, &st, log); err != nil {
+			return nil, err
+		}
 		ca, err := pki.NewAuthority("leasehold-cluster-ca@" + time.Now().UTC().Format("20060102T150405Z"))
 		if err != nil {
 			return nil, err
@@ -87,6 +91,12 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 		cl.Member = &cluster.Config{State: st, Paths: paths}
 		return cs, nil
 	}
+	if _, err := os.Stat(paths.RestoreSnapshot); err == nil {
+		return nil, fmt.Errorf("%s holds a snapshot staged by leasehold restore: start the restored cluster with --cluster-init, or remove it to join another", paths.RestoreSnapshot)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, singleDeviceDB)); err == nil {
+		log.Warn("The single-device database is not imported by --join (the cluster's data wins); it stays as it is", "file", filepath.Join(cfg.DataDir, singleDeviceDB))
+	}
 	resp, err := joinWithRetry(ctx, cl.Join, token, clusterclient.JoinRequest{
 		Name: st.Name, PeerURL: st.AdvertisePeer, ClientURL: st.AdvertiseClient, Hosts: hosts}, log)
 	if err != nil {
@@ -98,6 +108,34 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	log.Info("Joined the cluster as a learner", "member", st.Name, "via", cl.Join, "initial_cluster", resp.InitialCluster)
 	cl.Member = &cluster.Config{State: st, Paths: paths, InitialCluster: resp.InitialCluster, Join: true}
 	return cs, nil
+}
+
+// singleDeviceDB is the bbolt database of a single-device server, which
+// --cluster-init imports.
+const singleDeviceDB = "leasehold.db"
+
+// planImport marks a new cluster's state with the import of the data
+// directory's single-device database, unless a restored snapshot is its
+// data. The import itself runs before the member starts
+// (storage/backend), and the file is kept beside, renamed.
+func planImport(dataDir string, paths cluster.Paths, st *cluster.State, log *slog.Logger) error {
+	if _, err := os.Stat(paths.RestoreSnapshot); err == nil {
+		log.Info("Starting the new cluster from the snapshot staged by leasehold restore", "snapshot", paths.RestoreSnapshot)
+		return nil
+	}
+	src := filepath.Join(dataDir, singleDeviceDB)
+	if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	backup := src + ".pre-cluster"
+	if _, err := os.Stat(backup); err == nil {
+		return fmt.Errorf("%s is in the way of the backup of %s that the import keeps: move it elsewhere", backup, src)
+	}
+	st.Import = &cluster.ImportRecord{Source: src, Backup: backup}
+	log.Info("The new cluster imports the single-device database (one-way); resourceVersions change", "file", src, "kept_as", backup)
+	return nil
 }
 
 // joinTimeout bounds how long a joiner retries a member that is down or

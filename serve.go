@@ -171,6 +171,9 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if _, err := os.Stat(replicaFilesIn(cfg.DataDir).state); err == nil {
 		cfg.Storage.Cluster.Replica = true
 	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "restore.snapshot")); err == nil && !cfg.Storage.Cluster.Enabled() {
+		return cfg, fmt.Errorf("%s holds a cluster snapshot staged by leasehold restore: start the restored cluster with --cluster-init (and the member flags), or remove it", cfg.DataDir)
+	}
 	if err := cfg.Storage.Validate(); err != nil {
 		return cfg, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -184,6 +185,13 @@ type MemberStore struct {
 // Member is the running etcd member, for the membership operations.
 func (s *MemberStore) Member() *cluster.Member { return s.member }
 
+// Backup streams a snapshot of the member's etcd database (etcd's
+// maintenance Snapshot, taken by this member): GET /leasehold/v1/backup and
+// "leasehold backup" on a member.
+func (s *MemberStore) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	return s.member.Snapshot(ctx, w)
+}
+
 // Close closes the store, then stops the member.
 func (s *MemberStore) Close() error {
 	err := s.Store.Close()
@@ -198,6 +206,9 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 	}
 	if mc.Logger == nil {
 		mc.Logger = log
+	}
+	if err := prepareMemberData(ctx, c, log); err != nil {
+		return nil, "", err
 	}
 	m, err := cluster.Start(ctx, *mc)
 	if err != nil {

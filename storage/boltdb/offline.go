@@ -220,12 +220,23 @@ func syncDir(dir string) error {
 // at path, in key order, read-only; fn's value is only valid during the
 // call. It stops at fn's first error and returns it.
 func ScanFile(ctx context.Context, path string, fn func(key string, value []byte) error) error {
+	_, err := ExportFile(ctx, path, fn)
+	return err
+}
+
+// ExportFile calls fn with the key and value of every record of the store
+// at path, as ScanFile does, and returns the store's revision (its last
+// write's), all in one read transaction: a one-way move of the records
+// elsewhere knows exactly which revision it carried over.
+func ExportFile(ctx context.Context, path string, fn func(key string, value []byte) error) (int64, error) {
 	db, err := openFile(path, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
+	var rev int64
+	err = db.View(func(tx *bolt.Tx) error {
+		rev = int64(decodeRev(tx.Bucket(bucketMeta).Get(metaRevision)))
 		c := tx.Bucket(bucketKV).Cursor()
 		for k, rec := c.First(); k != nil; k, rec = c.Next() {
 			if err := ctx.Err(); err != nil {
@@ -241,4 +252,5 @@ func ScanFile(ctx context.Context, path string, fn func(key string, value []byte
 		}
 		return nil
 	})
+	return rev, err
 }

@@ -3,7 +3,10 @@
 // its start with mutual TLS on the peer and client listeners, the
 // self-promotion of a joining learner once it caught up, the membership
 // operations the join handshake and "leasehold cluster" need, and the small
-// state file that lets a member restart with its data directory alone.
+// state file that lets a member restart with its data directory alone. It
+// also takes and checks a member's snapshot (leasehold backup), and writes a
+// new cluster's data from a snapshot (leasehold restore) or from another
+// store's records (the import at --cluster-init), with etcd's own restore.
 //
 // The leases themselves are stored by storage/etcd over the member's own
 // client URL; this package knows nothing of certificates' issuing or of

@@ -92,6 +92,10 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting; %s", cfg.Name, removedHint(cfg))
 	case <-ctx.Done():
+		// embed's Close waits for the client listeners, which wait for the
+		// server to be ready or stopping: stop it first, or Close of a
+		// member that never got a quorum hangs.
+		e.Server.HardStop()
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
 	}

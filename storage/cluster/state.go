@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 )
 
 // State is what a member needs to restart with its data directory alone:
@@ -18,6 +20,23 @@ type State struct {
 	ListenClient    string `json:"listenClient"`
 	AdvertisePeer   string `json:"advertisePeer"`
 	AdvertiseClient string `json:"advertiseClient"`
+	// Import, when set, is the single-device database this member's new
+	// cluster takes its records from (--cluster-init on a data directory
+	// holding one). Done is set once the records are in etcd's data and
+	// the file was moved to Backup, so that no restart imports it again.
+	Import *ImportRecord `json:"import,omitempty"`
+}
+
+// ImportRecord records the one-way import of a single-device bbolt database.
+type ImportRecord struct {
+	Source string `json:"source"` // the bbolt file
+	Backup string `json:"backup"` // where it is kept once imported
+	Done   bool   `json:"done"`
+	// Records and the revisions are what the import carried over: the
+	// last revision of the bbolt file, and the cluster's first.
+	Records        int   `json:"records,omitempty"`
+	SourceRevision int64 `json:"sourceRevision,omitempty"`
+	Revision       int64 `json:"revision,omitempty"`
 }
 
 // Paths are the files of a member under its cluster directory.
@@ -30,6 +49,11 @@ type Paths struct {
 	CertFile  string // this member's peer and client certificate
 	KeyFile   string
 	TokenFile string // the cluster token, kept so a restart needs no flag
+	// RestoreSnapshot is a snapshot "leasehold restore" staged for the
+	// next --cluster-init, which starts a new cluster from it.
+	RestoreSnapshot string
+	// ImportDir holds the temporary member of an import under way.
+	ImportDir string
 }
 
 // PathsIn lays the member's files out in dir.
@@ -43,6 +67,9 @@ func PathsIn(dir string) Paths {
 		CertFile:  filepath.Join(dir, "pki", "member.crt"),
 		KeyFile:   filepath.Join(dir, "pki", "member.key"),
 		TokenFile: filepath.Join(dir, "token"),
+
+		RestoreSnapshot: filepath.Join(dir, "restore.snapshot"),
+		ImportDir:       filepath.Join(dir, "import.tmp"),
 	}
 }
 
@@ -106,4 +133,20 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil
+}
+
+// InUse reports whether a running etcd member holds the data in p: it
+// keeps its write-ahead log files locked.
+func InUse(p Paths) bool {
+	wals, _ := filepath.Glob(filepath.Join(p.EtcdDir, "member", "wal", "*.wal"))
+	for _, w := range wals {
+		f, err := fileutil.TryLockFile(w, os.O_RDWR, fileutil.PrivateFileMode)
+		if errors.Is(err, fileutil.ErrLocked) {
+			return true
+		}
+		if err == nil {
+			_ = f.Close()
+		}
+	}
+	return false
 }

@@ -97,6 +97,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // reservedDir holds the backend's own keys, below Options.Prefix.
 const reservedDir = "/_leasehold/"
 
+// ReservedDir is reservedDir for tools that read a snapshot of the store:
+// its keys are no records of the engine's.
+const ReservedDir = reservedDir
+
 // Close stops background work, resigns held leaderships, ends open watches
 // with ErrClosed and closes the client. It is safe to call twice.
 func (s *Store) Close() error {

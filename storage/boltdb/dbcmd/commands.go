@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/leasehold/leasehold/storage/boltdb"
+	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web/cli"
 )
 
@@ -42,11 +43,13 @@ func BackupCommand(remote RemoteBackup, check CheckValue) cli.Command {
 	}
 }
 
-// RestoreCommand is "leasehold restore FILE".
+// RestoreCommand is "leasehold restore FILE": a single-device backup
+// replaces the database file; a cluster snapshot is staged as the data of
+// the new cluster the next "serve --cluster-init" starts.
 var RestoreCommand = cli.Command{
 	Name:     "restore",
 	Synopsis: restoreSynopsis,
-	Summary:  "replace the database with a checked backup (server stopped)",
+	Summary:  "replace the database with a checked backup, or stage a cluster snapshot for --cluster-init (server stopped)",
 	Run:      restore,
 }
 
@@ -59,7 +62,7 @@ var CompactCommand = cli.Command{
 }
 
 const (
-	backupSynopsis  = "backup [--data-dir D] [--force] [--keep-undecodable] FILE"
+	backupSynopsis  = "backup [--data-dir D] [--kubeconfig K] [--force] [--keep-undecodable] FILE"
 	restoreSynopsis = "restore [--data-dir D] FILE"
 	compactSynopsis = "compact [--data-dir D]"
 )
@@ -74,14 +77,22 @@ func dataDirFlags(synopsis, about string, stderr io.Writer) (*cli.FlagSet, *stri
 
 func dbPath(dir string) string { return filepath.Join(dir, "leasehold.db") }
 
+// clusterDir holds a cluster member's files (serve --cluster-init, --join).
+func clusterDir(dir string) string { return filepath.Join(dir, "cluster") }
+
 func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []string, stdout, stderr io.Writer) int {
 	fs, dir := dataDirFlags(backupSynopsis, `Writes a consistent copy of the database to FILE: from the file while no server
-runs, else through the running server. The copy is checked before it is
-written: its format, and every record, which must decode. An existing FILE is
-replaced only with --force; a failed backup never touches it.`, stderr)
+runs, else through the running server. On a cluster member the copy is a
+snapshot of its embedded etcd member (etcd's maintenance Snapshot, taken by
+that member), always through the running server; "leasehold restore" starts a
+new cluster from it. The copy is checked before it is written: its format (a
+snapshot's sha256 digest), and every record, which must decode. FILE is
+fsynced. An existing FILE is replaced only with --force; a failed backup never
+touches it.`, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig `file` names (default: <data-dir>/kubeconfig when the database is in use)")
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	keepUndecodable := fs.Bool("keep-undecodable", false, "write the copy even when some records do not decode (they are named on stderr either way)")
+	prefix := fs.String("etcd-prefix", "/leasehold", "the server's etcd key `prefix` (a cluster member's snapshot: its records are checked below it)")
 	file, err := fs.ParseWithArg(args, "FILE")
 	if code, stop := fs.Stop(err); stop {
 		return code
@@ -100,15 +111,15 @@ replaced only with --force; a failed backup never touches it.`, stderr)
 	}
 	defer os.Remove(tmp.Name())
 	n, via, err := backupTo(ctx, tmp, remote, *dir, *kubeconfig)
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = boltdb.CheckFile(ctx, tmp.Name())
-	}
 	var bad []string
-	if err == nil && check != nil {
-		bad, err = undecodable(ctx, tmp.Name(), check, stderr)
+	if err == nil {
+		bad, err = checkCopy(ctx, tmp.Name(), *prefix, check, stderr)
 	}
 	if err == nil && len(bad) > 0 && !*keepUndecodable {
 		err = fmt.Errorf("%d record(s) do not decode, %s not written: delete them (DELETE with ignoreStoreReadErrorWithClusterBreakingPotential=true), or pass --keep-undecodable to keep them in the copy", len(bad), file)
@@ -161,6 +172,35 @@ func publish(tmp, file string, replace bool) error {
 	return os.Rename(tmp, file)
 }
 
+// checkCopy checks a finished copy, a cluster snapshot or a bbolt store,
+// and returns the keys of the records that do not decode.
+func checkCopy(ctx context.Context, path, prefix string, check CheckValue, stderr io.Writer) ([]string, error) {
+	snap, err := cluster.IsSnapshot(path)
+	if err != nil {
+		return nil, err
+	}
+	if !snap {
+		if err := boltdb.CheckFile(ctx, path); err != nil {
+			return nil, err
+		}
+		if check == nil {
+			return nil, nil
+		}
+		return undecodable(ctx, path, check, stderr)
+	}
+	var bad []string
+	_, err = cluster.CheckSnapshot(ctx, path, prefix, func(key string, value []byte) error {
+		if check != nil {
+			if cerr := check(key, value); cerr != nil {
+				bad = append(bad, key)
+				fmt.Fprintf(stderr, "leasehold backup: record %s does not decode: %v\n", key, cerr)
+			}
+		}
+		return nil
+	})
+	return bad, err
+}
+
 // undecodable names on stderr, and returns, the keys of the records of
 // the store at path that check refuses.
 func undecodable(ctx context.Context, path string, check CheckValue, stderr io.Writer) ([]string, error) {
@@ -178,6 +218,10 @@ func undecodable(ctx context.Context, path string, check CheckValue, stderr io.W
 // backupTo copies the database to w: from the file when no server holds
 // it, else through the running server.
 func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir, kubeconfig string) (int64, string, error) {
+	if _, err := os.Stat(cluster.PathsIn(clusterDir(dir)).State); kubeconfig == "" && err == nil {
+		// A member's data is etcd's, which only the running member reads.
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+	}
 	if kubeconfig == "" {
 		path := dbPath(dir)
 		n, err := boltdb.BackupFile(ctx, path, w)
@@ -194,15 +238,36 @@ func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir, kubeco
 }
 
 // restore swaps a checked FILE in, with the server stopped (the old file
-// is kept as leasehold.db.pre-restore).
+// is kept as leasehold.db.pre-restore), or stages a cluster snapshot.
 func restore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, dir := dataDirFlags(restoreSynopsis, "Replaces the database with FILE once it checks out; the old file is kept as\nleasehold.db.pre-restore. The server must be stopped.", stderr)
+	fs, dir := dataDirFlags(restoreSynopsis, `Replaces the database with FILE once it checks out; the old file is kept as
+leasehold.db.pre-restore. The server must be stopped.
+
+A cluster snapshot (from "leasehold backup" on a member) restores a whole
+cluster, as etcd's procedure does: on one device, restore stages it in the
+data directory (a member's old files there are kept as cluster.pre-restore-*),
+and "leasehold serve --cluster-init" then starts a new single-member cluster
+from it, with a new CA and cluster ID, its revision bumped by 1000000000 and
+older ones compacted (clients relist). The other devices empty their cluster
+directory and --join it. Members of the old cluster cannot join the new one.`, stderr)
 	file, err := fs.ParseWithArg(args, "FILE")
 	if code, stop := fs.Stop(err); stop {
 		return code
 	}
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
 		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return cli.ExitFailure
+	}
+	snap, err := cluster.IsSnapshot(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return cli.ExitFailure
+	}
+	if snap {
+		return stageClusterRestore(ctx, file, *dir, stdout, stderr)
+	}
+	if _, err := os.Stat(cluster.PathsIn(clusterDir(*dir)).State); err == nil {
+		fmt.Fprintf(stderr, "leasehold restore: %s holds a cluster member, and %s is a single-device backup: restore a cluster snapshot, or restore into another data directory\n", *dir, file)
 		return cli.ExitFailure
 	}
 	path := dbPath(*dir)

@@ -104,3 +104,32 @@ func TestPublishWithoutReplace(t *testing.T) {
 		t.Errorf("temporary file left after publish: %v", err)
 	}
 }
+
+// TestRestoreRefusesASingleDeviceBackupIntoAMember: a member's data is
+// etcd's; a bbolt file restored beside it would never be served.
+func TestRestoreRefusesASingleDeviceBackupIntoAMember(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	st, err := boltdb.Open(ctx, dbPath(src), boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(clusterDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(clusterDir(dir), "member.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := RestoreCommand.Run(ctx, []string{"--data-dir", dir, dbPath(src)}, &stdout, &stderr)
+	if code != cli.ExitFailure || !strings.Contains(stderr.String(), "holds a cluster member") {
+		t.Errorf("restore: exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := os.Stat(dbPath(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("restore wrote %s anyway (%v)", dbPath(dir), err)
+	}
+}

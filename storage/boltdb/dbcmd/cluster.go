@@ -1,0 +1,88 @@
+package dbcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/leasehold/leasehold/storage/cluster"
+	"github.com/leasehold/leasehold/web/cli"
+)
+
+// stageClusterRestore checks the snapshot at file and puts a copy where
+// the next "serve --cluster-init" in dir starts a new cluster from it. A
+// member's files already in dir are moved aside, never deleted; a member
+// still running there is refused.
+func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
+		return cli.ExitFailure
+	}
+	info, err := cluster.CheckSnapshot(ctx, file, "", nil)
+	if err != nil {
+		return fail(err)
+	}
+	cdir := clusterDir(dir)
+	p := cluster.PathsIn(cdir)
+	var keptAs string
+	if _, err := os.Stat(cdir); err == nil {
+		if cluster.InUse(p) {
+			return fail(fmt.Errorf("the cluster member in %s is running: stop it first", cdir))
+		}
+		keptAs = cdir + ".pre-restore-" + time.Now().UTC().Format("20060102T150405Z")
+		if err := os.Rename(cdir, keptAs); err != nil {
+			return fail(fmt.Errorf("keep the old member's files: %w", err))
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
+	if err := os.MkdirAll(cdir, 0o700); err != nil {
+		return fail(err)
+	}
+	tmp := p.RestoreSnapshot + ".tmp"
+	if err := copyFileSync(ctx, file, tmp); err != nil {
+		_ = os.Remove(tmp)
+		return fail(err)
+	}
+	if err := os.Rename(tmp, p.RestoreSnapshot); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "staged %s (revision %d, %d keys) in %s\n", file, info.Revision, info.Keys, p.RestoreSnapshot)
+	if keptAs != "" {
+		fmt.Fprintf(stdout, "the old member's files are kept in %s\n", keptAs)
+	}
+	fmt.Fprintf(stdout, "next: leasehold serve --cluster-init --data-dir %s --cluster-token-file FILE --peer-listen HOST:PORT ... starts the restored cluster (a new CA, a new cluster ID);\n"+
+		"      on the other devices, stop leasehold, move their %s aside, and --join the restored member\n", filepath.Clean(dir), filepath.Join("<data-dir>", "cluster"))
+	return cli.ExitOK
+}
+
+// copyFileSync copies src to a new file dst and fsyncs it.
+func copyFileSync(ctx context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

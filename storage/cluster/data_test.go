@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// testCA issues member certificates for 127.0.0.1, as the composition
+// root does with web/pki (which storage may not import).
+type testCA struct {
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	der    []byte
+	serial int64
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, der: der, serial: 1}
+}
+
+// writeMember writes the CA and a certificate for member name into p.
+func (ca *testCA) writeMember(t *testing.T, p Paths, name string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, block := range map[string]*pem.Block{
+		p.CAFile:   {Type: "CERTIFICATE", Bytes: ca.der},
+		p.CertFile: {Type: "CERTIFICATE", Bytes: der},
+		p.KeyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// memberConfig lays out member name in dir on two free loopback ports
+// (or those of like, when given) with a certificate of ca.
+func memberConfig(t *testing.T, ca *testCA, dir, name string, like *State) Config {
+	t.Helper()
+	p := PathsIn(dir)
+	ca.writeMember(t, p, name)
+	st := State{Name: name}
+	if like != nil {
+		st.ListenPeer, st.ListenClient, st.AdvertisePeer, st.AdvertiseClient = like.ListenPeer, like.ListenClient, like.AdvertisePeer, like.AdvertiseClient
+	} else {
+		peer, client := freePort(t), freePort(t)
+		st.ListenPeer, st.ListenClient = fmt.Sprintf("127.0.0.1:%d", peer), fmt.Sprintf("127.0.0.1:%d", client)
+		st.AdvertisePeer, st.AdvertiseClient = "https://"+st.ListenPeer, "https://"+st.ListenClient
+	}
+	if err := SaveState(p, st); err != nil {
+		t.Fatal(err)
+	}
+	return Config{State: st, Paths: p, Logger: slog.New(slog.DiscardHandler), StartTimeout: time.Minute}
+}
+
+// TestImport: the records of another store become a new cluster's data,
+// with its revision past the other store's and older revisions compacted,
+// so that a client's old resourceVersion can only end in a relist. A
+// failed import leaves no data directory, and the next one starts afresh.
+func TestImport(t *testing.T) {
+	ctx := context.Background()
+	cfg := memberConfig(t, newTestCA(t, "ca"), t.TempDir(), "m1", nil)
+	const n, sourceRev = 1000, 5000
+	records := func(fail int) func(put func(string, []byte) error) (int64, error) {
+		return func(put func(string, []byte) error) (int64, error) {
+			for i := range n {
+				if i == fail {
+					return 0, errors.New("the source failed")
+				}
+				if err := put(fmt.Sprintf("/registry/coordination.k8s.io/leases/default/l%04d", i), []byte(strings.Repeat("v", i%300))); err != nil {
+					return 0, err
+				}
+			}
+			return sourceRev, nil
+		}
+	}
+	if _, err := Import(ctx, cfg, "/pfx", records(500)); err == nil || !strings.Contains(err.Error(), "the source failed") {
+		t.Fatalf("Import with a failing source = %v", err)
+	}
+	for _, dir := range []string{cfg.Paths.EtcdDir, cfg.Paths.ImportDir} {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("after a failed import %s exists (%v)", dir, err)
+		}
+	}
+	start := time.Now()
+	res, err := Import(ctx, cfg, "/pfx", records(-1))
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	t.Logf("imported %d records in %s; revision %d", res.Records, time.Since(start).Round(time.Millisecond), res.Revision)
+	if res.Records != n || res.SourceRevision != sourceRev || res.Revision <= sourceRev {
+		t.Errorf("Import = %+v, want %d records and a revision above %d", res, n, sourceRev)
+	}
+	if _, err := os.Stat(cfg.Paths.ImportDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the import's temporary directory is left (%v)", err)
+	}
+
+	m, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start after the import: %v", err)
+	}
+	defer m.Close()
+	resp, err := m.client.Get(ctx, "/pfx/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != n || string(resp.Kvs[299].Value) != strings.Repeat("v", 299) {
+		t.Errorf("the cluster holds %d records (want %d) or a wrong value", len(resp.Kvs), n)
+	}
+	if resp.Header.Revision != res.Revision {
+		t.Errorf("revision %d, want %d", resp.Header.Revision, res.Revision)
+	}
+	if _, err := m.client.Get(ctx, "/pfx/", clientv3.WithPrefix(), clientv3.WithRev(sourceRev)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("a read at the old store's revision: %v, want compacted", err)
+	}
+	w := m.client.Watch(ctx, "/pfx/", clientv3.WithPrefix(), clientv3.WithRev(100))
+	if wr := <-w; wr.CompactRevision == 0 {
+		t.Errorf("a watch from an old revision: %+v, want it compacted (the client relists)", wr)
+	}
+}
+
+// TestSnapshotAndRestore: a follower's snapshot checks out, a damaged one
+// does not; restored, it is a new one-member cluster with the data, a
+// revision far past the old one and a new CA, and a member of the old
+// cluster cannot reach it, let alone join it.
+func TestSnapshotAndRestore(t *testing.T) {
+	ctx := context.Background()
+	oldCA := newTestCA(t, "old-ca")
+	c1 := memberConfig(t, oldCA, t.TempDir(), "m1", nil)
+	m1, err := Start(ctx, c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	c2 := memberConfig(t, oldCA, t.TempDir(), "m2", nil)
+	ad, err := m1.AddLearner(ctx, "m2", c2.AdvertisePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.InitialCluster, c2.Join = ad.InitialCluster, true
+	m2, err := Start(ctx, c2)
+	if err != nil {
+		t.Fatalf("join m2: %v", err)
+	}
+	defer m2.Close()
+	for i := range 20 {
+		if _, err := m1.client.Put(ctx, fmt.Sprintf("/leasehold/registry/namespaces/ns%02d", i), "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m1.client.Put(ctx, "/leasehold/registry/namespaces/bad", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.client.Delete(ctx, "/leasehold/registry/namespaces/ns00"); err != nil {
+		t.Fatal(err)
+	}
+	last, err := m1.client.Put(ctx, "/other/key", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev := last.Header.Revision
+
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	// The follower must have applied the last write before its snapshot.
+	deadline := time.Now().Add(30 * time.Second)
+	var info SnapshotInfo
+	for {
+		if info, err = m2.SaveSnapshot(ctx, snap); err != nil {
+			t.Fatalf("SaveSnapshot on the follower: %v", err)
+		}
+		if info.Revision >= oldRev || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, err := IsSnapshot(snap); !ok || err != nil {
+		t.Fatalf("IsSnapshot = %v, %v", ok, err)
+	}
+	var checked []string
+	info, err = CheckSnapshot(ctx, snap, "/leasehold", func(key string, value []byte) error {
+		checked = append(checked, key)
+		if string(value) != "ok" {
+			return errors.New("does not decode")
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "/registry/namespaces/bad") {
+		t.Errorf("CheckSnapshot with an undecodable record: %v", err)
+	}
+	if info, err = CheckSnapshot(ctx, snap, "/leasehold", nil); err != nil || info.Revision < oldRev || info.Keys != 21 || info.Prefixed != 20 {
+		t.Errorf("CheckSnapshot = %+v, %v; want revision >= %d, 21 keys, 20 under the prefix", info, err, oldRev)
+	}
+
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(t.TempDir(), "damaged.db")
+	bad := append([]byte(nil), data...)
+	bad[len(bad)/2] ^= 0xff
+	for name, content := range map[string][]byte{"flipped byte": bad, "cut short": data[:len(data)-512]} {
+		if err := os.WriteFile(damaged, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := IsSnapshot(damaged); ok || err != nil {
+			t.Errorf("%s: IsSnapshot = %v, %v; want false", name, ok, err)
+		}
+		if _, err := CheckSnapshot(ctx, damaged, "", nil); !errors.Is(err, ErrNotSnapshot) {
+			t.Errorf("%s: CheckSnapshot = %v, want ErrNotSnapshot", name, err)
+		}
+	}
+	m1.Close()
+	m2.Close()
+
+	// The restored cluster runs where m1 ran, with a new CA.
+	rc := memberConfig(t, newTestCA(t, "new-ca"), t.TempDir(), "r1", &c1.State)
+	if InUse(c2.Paths) {
+		t.Errorf("InUse of a stopped member's data")
+	}
+	if err := Restore(ctx, snap, rc, RestoreRevisionBump); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if err := Restore(ctx, snap, rc, RestoreRevisionBump); err == nil {
+		t.Errorf("a second Restore over the member succeeded")
+	}
+	r1, err := Start(ctx, rc)
+	if err != nil {
+		t.Fatalf("Start the restored member: %v", err)
+	}
+	defer r1.Close()
+	if !InUse(rc.Paths) {
+		t.Errorf("InUse of a running member's data = false")
+	}
+	resp, err := r1.client.Get(ctx, "/leasehold/registry/namespaces/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 20 || resp.Header.Revision < oldRev+RestoreRevisionBump {
+		t.Errorf("restored: %d keys at revision %d, want 20 at %d or more", len(resp.Kvs), resp.Header.Revision, oldRev+RestoreRevisionBump)
+	}
+
+	// m2's data still names m1's peer URL, where the restored member now
+	// listens: it cannot get a quorum there (the new CA refuses it), and
+	// the restored cluster stays one member.
+	c2.StartTimeout = 5 * time.Second
+	c2.InitialCluster = ""
+	if old, err := Start(ctx, c2); err == nil {
+		old.Close()
+		t.Fatalf("a member of the old cluster started against the restored one")
+	}
+	st, err := r1.Status(ctx)
+	if err != nil || len(st.Members) != 1 || st.Members[0].Name != "r1" || !st.Members[0].Healthy {
+		t.Errorf("the restored cluster after the old member's attempt: %+v, %v", st, err)
+	}
+}
