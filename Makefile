@@ -20,7 +20,7 @@ help:
 	@echo "make build        build ./leasehold for this machine"
 	@echo "make test         install test dependencies (Debian, as root) and run every test"
 	@echo "make deps         only install the test dependencies"
-	@echo "make fault-suite  the cluster fault-injection suite with a randomized fault schedule (root; LEASEHOLD_FAULT_DURATION, default 10m)"
+	@echo "make fault-suite  the cluster fault-injection suite (process, disk and network faults) on a randomized schedule (root; LEASEHOLD_FAULT_DURATION, default 10m)"
 	@echo "make arm-test     run the core packages' tests and an end-to-end smoke on arm64 and armv7 under qemu"
 	@echo "make dist         static binaries, tarballs and .deb packages for amd64, arm64, armhf in $(DIST)/"
 	@echo "make verify-dist  check what make dist wrote"
@@ -43,7 +43,7 @@ arm-test:
 # replays a schedule (the test logs its seed). Root: it mounts a tmpfs.
 LEASEHOLD_FAULT_DURATION ?= 10m
 fault-suite:
-	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^TestClusterFaults$$' ./web/e2e/
+	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition)$$' ./web/e2e/
 
 # One static binary per architecture, a tarball with the binary, license,
 # README and systemd files, a Debian package built by nfpm, and SHA256SUMS.

@@ -88,8 +88,8 @@ func TestClusterFaults(t *testing.T) {
 	c.runRound("disk-full", func(r *faultRound) { c.fillDisk(r) })
 	t.Logf("the three CI rounds took %v", time.Since(c.began).Round(time.Millisecond))
 
-	if d := os.Getenv(faultDurationEnv); d != "" {
-		c.schedule(d)
+	if d, rng, ok := faultScheduleFromEnv(t); ok {
+		c.schedule(d, rng)
 	}
 
 	starts, overlap := c.lt.snapshot()
@@ -698,10 +698,16 @@ func (c *faultCluster) checkSameData() {
 	}
 }
 
-// schedule runs random faults on random members until the duration in
-// LEASEHOLD_FAULT_DURATION has passed.
-func (c *faultCluster) schedule(duration string) {
-	t := c.t
+// faultScheduleFromEnv reads the randomized schedule's length from
+// LEASEHOLD_FAULT_DURATION and its seed from LEASEHOLD_FAULT_SEED (new one
+// when unset, logged so that a failing run can be replayed); ok is false
+// when no randomized schedule is asked for.
+func faultScheduleFromEnv(t *testing.T) (d time.Duration, rng *rand.Rand, ok bool) {
+	t.Helper()
+	duration := os.Getenv(faultDurationEnv)
+	if duration == "" {
+		return 0, nil, false
+	}
 	d, err := time.ParseDuration(duration)
 	if err != nil || d <= 0 {
 		t.Fatalf("%s=%q: want a positive duration such as 10m", faultDurationEnv, duration)
@@ -712,8 +718,13 @@ func (c *faultCluster) schedule(duration string) {
 			t.Fatalf("%s=%q: want an unsigned integer", faultSeedEnv, s)
 		}
 	}
-	t.Logf("randomized fault schedule for %v, seed %d (%s=%d replays it)", d, seed, faultSeedEnv, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	t.Logf("%s: randomized fault schedule for %v, seed %d (%s=%d replays it)", t.Name(), d, seed, faultSeedEnv, seed)
+	return d, rand.New(rand.NewPCG(seed, seed)), true
+}
+
+// schedule runs random faults on random members for d.
+func (c *faultCluster) schedule(d time.Duration, rng *rand.Rand) {
+	t := c.t
 	end := time.Now().Add(d)
 	for n := 0; time.Now().Before(end); n++ {
 		target := c.members[rng.IntN(len(c.members))]

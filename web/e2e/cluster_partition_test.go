@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -314,6 +315,60 @@ func TestClusterPartition(t *testing.T) {
 	}
 	run1.log(t)
 	run2.log(t)
+	if d, rng, ok := faultScheduleFromEnv(t); ok && !t.Failed() {
+		partitionSchedule(t, members, d, rng)
+	}
+}
+
+// partitionSchedule cuts random members off (the etcd leader or a
+// follower) one after another for d, each round with a fresh probe lease
+// (linearizability is per object: small histories check fast) and fresh
+// electors, checking each round as the first two are checked.
+func partitionSchedule(t *testing.T, members []*netMember, d time.Duration, rng *rand.Rand) {
+	ctx := context.Background()
+	plain := make([]*clusterMember, len(members))
+	for i, m := range members {
+		plain[i] = m.clusterMember
+	}
+	end := time.Now().Add(d)
+	for round := 1; time.Now().Before(end) && !t.Failed(); round++ {
+		st := waitNetHealthy(t, members[0], 3)
+		cut, what := members[rng.IntN(len(members))], "follower"
+		if cut.name == st.Leader {
+			what = "etcd leader"
+		}
+		probe, init := fmt.Sprintf("probe-%03d", round), "init"
+		if _, err := members[0].leases(t, "default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: probe},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &init}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("round %d: create lease %s: %v", round, probe, err)
+		}
+		hist := &leaseHistory{lease: probe}
+		stop := make(chan struct{})
+		var writers sync.WaitGroup
+		for i, m := range members {
+			leases := m.clients(t, wireProtobuf).CoordinationV1().Leases("default")
+			writers.Go(func() { hist.renew(ctx, i, leases, stop) })
+		}
+		eventually(t, 20*time.Second, "renewals through every member", func() (bool, string) {
+			for i := range members {
+				if !hist.succeededVia(plain, plain[i]) {
+					return false, "none yet through " + members[i].name
+				}
+			}
+			return true, ""
+		})
+		run, lt := partition(t, members, cut, fmt.Sprintf("e2e-le-r%03d", round), hist,
+			fmt.Sprintf("round %d: %s %s", round, what, cut.name), what == "follower")
+		close(stop)
+		writers.Wait()
+		hist.check(t)
+		if _, overlap := lt.snapshot(); len(overlap) > 0 {
+			t.Errorf("round %d: two electors led at once: %q", round, overlap)
+		}
+		run.log(t)
+		// A pause between faults, random as the faults are.
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+	}
 }
 
 func byMemberName(t *testing.T, members []*netMember, name string) *netMember {
