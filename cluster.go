@@ -383,7 +383,9 @@ func (cs *clusterSetup) admitReplica(m *cluster.Member, name string) (web.Cluste
 	if err != nil {
 		return web.ClusterJoinResponse{}, err
 	}
-	cert, key, err := ca.IssueClient(name, nil)
+	// A year's certificate would cut the replica off the members a year
+	// later: nothing renews it (the members' own are as long-lived).
+	cert, key, err := ca.IssueLongLivedClient(name, nil)
 	if err != nil {
 		return web.ClusterJoinResponse{}, err
 	}

@@ -130,12 +130,22 @@ func (a *Authority) IssuePeer(commonName string, hosts []string) (certPEM, keyPE
 // IssueClient issues a client certificate that kube-apiserver (and
 // leasehold) read as user commonName in groups (the Organizations).
 func (a *Authority) IssueClient(commonName string, groups []string) (certPEM, keyPEM []byte, err error) {
-	tmpl := &x509.Certificate{
+	return a.issue(clientTemplate(commonName, groups), ServingValidity)
+}
+
+func clientTemplate(commonName string, groups []string) *x509.Certificate {
+	return &x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName, Organization: groups},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	return a.issue(tmpl, ServingValidity)
+}
+
+// IssueLongLivedClient is IssueClient with the CA's validity, for clients
+// that nothing renews: a cluster replica's client certificate towards the
+// members' etcd, valid as long as the members' own (IssuePeer).
+func (a *Authority) IssueLongLivedClient(commonName string, groups []string) (certPEM, keyPEM []byte, err error) {
+	return a.issue(clientTemplate(commonName, groups), CAValidity)
 }
 
 func (a *Authority) issue(tmpl *x509.Certificate, validity time.Duration) (certPEM, keyPEM []byte, err error) {
