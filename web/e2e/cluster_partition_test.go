@@ -174,21 +174,7 @@ func (m *netMember) status(ctx context.Context, t *testing.T) (clusterStatus, er
 // leader.
 func waitNetHealthy(t *testing.T, m *netMember, want int) clusterStatus {
 	t.Helper()
-	var st clusterStatus
-	eventually(t, 60*time.Second, m.name+" sees "+fmt.Sprint(want)+" healthy voters", func() (bool, string) {
-		var err error
-		if st, err = m.status(context.Background(), t); err != nil {
-			return false, err.Error()
-		}
-		healthy := 0
-		for _, mem := range st.Members {
-			if mem.Healthy && !mem.Learner {
-				healthy++
-			}
-		}
-		return healthy == want && st.Leader != "", fmt.Sprintf("%+v", st)
-	})
-	return st
+	return waitHealthyVoters(t, m.name, want, func() (clusterStatus, error) { return m.status(context.Background(), t) })
 }
 
 // partitionRun is what one partition of one member measured.

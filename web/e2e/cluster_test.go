@@ -105,10 +105,17 @@ func (m *clusterMember) status(t *testing.T) (clusterStatus, error) {
 // waitHealthy waits until m sees want healthy voting members and a leader.
 func (m *clusterMember) waitHealthy(t *testing.T, want int) clusterStatus {
 	t.Helper()
+	return waitHealthyVoters(t, m.name, want, func() (clusterStatus, error) { return m.status(t) })
+}
+
+// waitHealthyVoters waits until status (member name's view) shows want
+// healthy voting members and a leader.
+func waitHealthyVoters(t *testing.T, name string, want int, status func() (clusterStatus, error)) clusterStatus {
+	t.Helper()
 	var st clusterStatus
-	eventually(t, 60*time.Second, m.name+" sees "+strconv.Itoa(want)+" healthy voters", func() (bool, string) {
+	eventually(t, 60*time.Second, name+" sees "+strconv.Itoa(want)+" healthy voters", func() (bool, string) {
 		var err error
-		if st, err = m.status(t); err != nil {
+		if st, err = status(); err != nil {
 			return false, err.Error()
 		}
 		healthy := 0
