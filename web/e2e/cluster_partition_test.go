@@ -533,8 +533,17 @@ func partition(t *testing.T, members []*netMember, cut *netMember, lease string,
 		}
 		return len(on) == 1 && on[0] != cut.name, fmt.Sprintf("running on %q", on)
 	})
+	// A cut-off member never starts the controller: it cannot renew its
+	// campaign without a quorum.
+	if began := cut.ctrl.lastAfter(&cut.ctrl.started, cutAt); !began.IsZero() {
+		t.Errorf("the election controller started on the cut-off %s %v after the cut", cut.name, began.Sub(cutAt))
+	}
 	for _, m := range majority {
-		if !m.runsController() || ctrlBefore[m.name] {
+		// The hand-over is timed when the cut-off member ran the
+		// controller at the cut and a majority member took it over (it may
+		// also have been between two campaigns: an etcd leader change ends
+		// the campaign's session).
+		if !ctrlBefore[cut.name] || !m.runsController() || ctrlBefore[m.name] {
 			continue
 		}
 		started := m.ctrl.lastAfter(&m.ctrl.started, cutAt)
