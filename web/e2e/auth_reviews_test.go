@@ -27,6 +27,7 @@ const apiNotFound = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"
 // against a server without authentication, where everything is allowed,
 // and checks what discovery shows of the reviews and the core group.
 func TestE2EAuthReviewsAllowAll(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	k := newKubectl(t, ts)
 
@@ -130,6 +131,7 @@ func TestE2EAuthReviewsAllowAll(t *testing.T) {
 // sees its read-only rules, and may create the reviews although its
 // policy grants no create.
 func TestE2EAuthReviewsABAC(t *testing.T) {
+	t.Parallel()
 	s := startSecureServer(t, "--write-kubeconfig-user", "admin")
 	k := newKubectl(t, s.testServer)
 	k.wantOutput("yes\n", "auth", "can-i", "delete", "leases")
@@ -179,6 +181,7 @@ func TestE2EAuthReviewsABAC(t *testing.T) {
 // parser: it must parse, and every family must say what it measures and
 // what type it is.
 func TestE2EMetricsExposition(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "--metrics-per-lease")
 	// A write first, so that the request, commit and per-lease series exist.
 	if code, body := plainRequest(t, "POST", ts.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases",

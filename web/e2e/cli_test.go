@@ -18,6 +18,7 @@ import (
 )
 
 func TestE2ECLIVersion(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCLI(t, "version")
 	want := regexp.MustCompile(`^leasehold ` + regexp.QuoteMeta(binaryVersion) + ` \(Kubernetes API v1\.37, go\S+ ` +
 		runtime.GOOS + `/` + runtime.GOARCH + `\)\n$`)
@@ -29,6 +30,7 @@ func TestE2ECLIVersion(t *testing.T) {
 // TestE2ECLIServeHelp checks that --help lists every flag, each with its
 // LEASEHOLD_ environment twin.
 func TestE2ECLIServeHelp(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCLI(t, "serve", "--help")
 	if code != 0 {
 		t.Fatalf("serve --help exit %d, want 0; stderr %q", code, errOut)
@@ -158,6 +160,7 @@ func wantKubeconfig(t *testing.T, path, url string) {
 // TestE2EHealthAndVersion checks the probe endpoints and /version, raw and
 // through client-go discovery.
 func TestE2EHealthAndVersion(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	wantKubeconfig(t, ts.Kubeconfig, ts.URL)
 	for _, p := range []string{"/readyz", "/livez", "/healthz"} {
@@ -209,6 +212,7 @@ func httpGet(t *testing.T, url string) (code int, ctype, body string) {
 // configured logger: with --log-format json each line is a JSON object,
 // including the storage layer's "storage opened" line.
 func TestE2ECLILogFormat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p, ready := spawnServer(t, []string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--log-format", "json", "--log-level", "info"}, nil)
 	if !ready {
@@ -261,6 +265,7 @@ func TestE2EServeStopsRightAfterStart(t *testing.T) {
 // then double-dash flags (with an optional one-letter alias), each naming
 // its environment twin.
 func TestE2ECLIEveryCommandHelp(t *testing.T) {
+	t.Parallel()
 	code, list, errOut := runCLI(t, "help")
 	if code != 0 || errOut != "" {
 		t.Fatalf("leasehold help: exit %d, stderr %q", code, errOut)
@@ -313,6 +318,7 @@ func TestE2ECLIEveryCommandHelp(t *testing.T) {
 // TestE2ECLILeaderShortNamespace: "leasehold leader -n NS" selects the
 // namespace, as kubectl's -n does.
 func TestE2ECLILeaderShortNamespace(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	code, out, errOut := runCLI(t, "leader", "--kubeconfig", ts.Kubeconfig, "-n", "x", "--lease", "nobody", "-o", "json")
 	if code != 3 || errOut != "leasehold leader: lease x/nobody not found\n" {
@@ -327,6 +333,7 @@ func TestE2ECLILeaderShortNamespace(t *testing.T) {
 // TestE2ECLIUnknownCommand: an unknown command exits 2 and lists the
 // commands on stderr.
 func TestE2ECLIUnknownCommand(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCLI(t, "frobnicate", "--help")
 	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "frobnicate"`) || !strings.Contains(errOut, "leasehold healthcheck") {
 		t.Errorf("unknown command: exit %d, stdout %q, stderr %q; want 2 and the command list on stderr", code, out, errOut)
@@ -336,6 +343,7 @@ func TestE2ECLIUnknownCommand(t *testing.T) {
 // TestE2ECLITopLevelHelp: "leasehold --help", "-h" and "help" list the
 // commands (not serve's flags); "help NAME" is "NAME --help".
 func TestE2ECLITopLevelHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		code, out, _ := runCLI(t, args...)
 		if code != 0 || !strings.Contains(out, "leasehold healthcheck") || !strings.Contains(out, "leasehold serve --help") {

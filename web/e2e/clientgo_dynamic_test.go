@@ -25,6 +25,7 @@ var microRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`)
 // kubectl does): CRUD, the MicroTime wire format and its strict parsing,
 // and server-side apply with a field-manager conflict.
 func TestE2EClientGoDynamic(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	dyn, err := dynamic.NewForConfig(restConfig(t, ts, wireJSON))
 	if err != nil {
@@ -138,6 +139,7 @@ const v1beta1Deprecation = `299|-|coordination.k8s.io/v1beta1 LeaseCandidate is 
 // that every response carries the deprecation Warning (and v1 Lease
 // responses none).
 func TestE2EClientGoLeaseCandidate(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	cfg := restConfig(t, ts, wireProtobuf)
 	warnings := &warningLog{}

@@ -17,6 +17,7 @@ import (
 // generateName, fieldValidation (Warn by default, Strict), delete
 // propagation through the terminating state, and watch timeouts.
 func TestE2EClientGoOptions(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	ctx := context.Background()
 	cfg := restConfig(t, ts, wireProtobuf)

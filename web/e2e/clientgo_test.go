@@ -19,6 +19,7 @@ const coordGroup = "coordination.k8s.io"
 // error catalogue, in protobuf (client-go's default) and in JSON: errors
 // must decode as a Status in both.
 func TestE2EClientGoTyped(t *testing.T) {
+	t.Parallel()
 	for _, ct := range []string{wireProtobuf, wireJSON} {
 		t.Run(wireName(ct), func(t *testing.T) {
 			ts := startServer(t)

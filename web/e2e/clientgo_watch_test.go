@@ -20,6 +20,7 @@ import (
 // the informer must sync through it, without falling back to LIST, and then
 // see adds, updates and deletes.
 func TestE2EClientGoInformer(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	cfg := restConfig(t, ts, wireProtobuf)
 	var reqs requestLog
@@ -116,6 +117,7 @@ func wantEvent(t *testing.T, ch <-chan string, want string) {
 // with synthetic ADDED events, and a label-selector watch turns a label
 // change into DELETED.
 func TestE2EClientGoWatch(t *testing.T) {
+	t.Parallel()
 	for _, ct := range []string{wireProtobuf, wireJSON} {
 		t.Run(wireName(ct), func(t *testing.T) {
 			ts := startServer(t)

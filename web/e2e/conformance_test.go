@@ -23,6 +23,7 @@ import (
 // step, once with the e2e framework's default protobuf clientset and once
 // forced to JSON, because the two codecs take different server paths.
 func TestE2EConformanceLease(t *testing.T) {
+	t.Parallel()
 	for _, ct := range []string{wireProtobuf, wireJSON} {
 		t.Run(wireName(ct), func(t *testing.T) {
 			ts := startServer(t)

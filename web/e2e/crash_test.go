@@ -149,6 +149,7 @@ func decodeCrashLease(r io.Reader) (crashLease, bool) {
 // resourceVersion or a later one, with that value or a newer one), and the
 // bbolt file must pass an integrity check after every kill.
 func TestE2ECrashDurability(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	const writers = 8
 	ws := make([]*crashWriter, writers)
@@ -234,6 +235,7 @@ func verifyFile(t *testing.T, round int, path string) {
 // bbolt file of another program): it must exit non-zero naming the file
 // and the problem, and leave the file untouched - never start empty.
 func TestE2ERefusesForeignDatabase(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		write func(path string) error

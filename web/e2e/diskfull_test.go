@@ -81,6 +81,7 @@ func apiDo(t *testing.T, method, url, body string) apiResult {
 // keep working, and once space is freed writes succeed again without a
 // restart; the file stays consistent and every acknowledged write stays.
 func TestE2EDiskFull(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "6m")
 	dataDir := filepath.Join(mnt, "data")
 	ts := startServerIn(t, dataDir, "--write-kubeconfig", "-")
@@ -149,6 +150,7 @@ func TestE2EDiskFull(t *testing.T) {
 // (Writes failing at run time take the path TestE2EDiskFull and
 // storage/boltdb's TestWriteFailureAndRecovery check.)
 func TestE2EReadOnlyDataDir(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "4m")
 	dataDir := filepath.Join(mnt, "data")
 	srv, ok := startCrashChild(t, dataDir)

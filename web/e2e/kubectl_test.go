@@ -24,6 +24,7 @@ var leaseWideColumns = []string{"RENEWED", "EXPIRES", "TRANSITIONS", "STRATEGY"}
 // TestE2EKubectl drives the installed kubectl through the commands users
 // run against leases, checking exact output and the resulting objects.
 func TestE2EKubectl(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	k := newKubectl(t, ts)
 	cs := clientset(t, restConfig(t, ts, wireJSON))

@@ -12,6 +12,7 @@ import (
 // (application/com.github.proto-openapi.spec.v2@v1.0+protobuf), as
 // kube-apiserver does; it used to answer 406.
 func TestE2EOpenAPIV2Protobuf(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig(t, ts, wireJSON))

@@ -35,6 +35,7 @@ func createLease(t *testing.T, base, ns, name, holder string) {
 // TestE2EOpsHealthAndMetrics checks the named health checks and the
 // /metrics content.
 func TestE2EOpsHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, "--metrics-per-lease")
 	code, _, body := httpGet(t, ts.URL+"/readyz?verbose")
 	for _, c := range []string{"ping", "log", "storage", "plugins", "election-controller", "shutdown"} {
@@ -150,6 +151,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 // during --shutdown-delay-duration /readyz fails while requests are still
 // served; a second signal exits at once.
 func TestE2EOpsShutdown(t *testing.T) {
+	t.Parallel()
 	bin := leaseholdBinary(t)
 
 	cmd, url := startChild(t, bin)
@@ -204,6 +206,7 @@ func TestE2EOpsShutdown(t *testing.T) {
 // directory, serves it, and compacts it offline. It also runs the
 // healthcheck command against running and stopped servers.
 func TestE2EOpsBackupRestore(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	createLease(t, ts.URL, "default", "keep-me", "device-1")
 	addr := strings.TrimPrefix(ts.URL, "http://")

@@ -77,6 +77,7 @@ func controllerHolder(ctx context.Context, cli *clientv3.Client, prefix string) 
 // replica's controller takes over within a few seconds and coordinated
 // elections go on.
 func TestE2EReplicasOnEtcd(t *testing.T) {
+	t.Parallel()
 	cl := etcdtest.Start(t, 3)
 	const prefix = "/e2e-replicas"
 	args := []string{"--storage", "etcd", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", prefix}

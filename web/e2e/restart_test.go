@@ -19,6 +19,7 @@ import (
 // and (the watch history being in memory) a watch from a pre-restart RV
 // gets the 410 Expired ERROR event client-go relists on.
 func TestE2ERestart(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	ctx := context.Background()
 	leases := clientset(t, restConfig(t, ts, wireProtobuf)).CoordinationV1().Leases("default")
@@ -107,6 +108,7 @@ func TestE2ERestart(t *testing.T) {
 // Expired (history is in memory), it relists through WatchList, and then
 // delivers changes made after the restart.
 func TestE2EInformerAcrossRestart(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	cfg := restConfig(t, ts, wireProtobuf)
 	var reqs requestLog

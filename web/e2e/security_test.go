@@ -114,6 +114,7 @@ const leasesPath = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 // client certificate) reads but gets the ABAC 403 on writes, the admin
 // writes, and health checks and the UI page stay public.
 func TestE2ESecurityAuthMatrix(t *testing.T) {
+	t.Parallel()
 	s := startSecureServer(t)
 	const unauthorized = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`
 	lease := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"uplink"},"spec":{"holderIdentity":"device-1","leaseDurationSeconds":15}}`
@@ -189,6 +190,7 @@ func compact(t *testing.T, body string) string {
 // loopback: no authenticator or plain HTTP is refused with a message naming
 // the fix and the override.
 func TestE2ESecurityRefusesInsecureNetwork(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("t,u,1\n"), 0o600); err != nil {
@@ -244,6 +246,7 @@ func TestE2ESecurityRefusesInsecureNetwork(t *testing.T) {
 // server wrote (generated CA, admin's token), and with one printed by
 // "leasehold kubeconfig" for the read-only user.
 func TestE2ESecurityKubectlTLS(t *testing.T) {
+	t.Parallel()
 	s := startSecureServer(t, "--write-kubeconfig-user", "admin")
 	wantKubeconfig(t, s.Kubeconfig, s.base)
 	k := newKubectl(t, s.testServer)

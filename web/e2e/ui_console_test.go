@@ -92,6 +92,7 @@ func waitConsoleTimeline(t *testing.T, base, want string) consoleTimeline {
 // offers for its actions work; an action's record names the user; and a
 // lease's timeline survives a restart of the server.
 func TestE2EUIConsole(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	if code, loc := uiRequest(t, "GET", ts.URL+"/", "", nil); code != http.StatusFound || string(loc) != "/ui/" {
 		t.Errorf("GET / as an API client: %d %q, want a redirect to /ui/", code, loc)
