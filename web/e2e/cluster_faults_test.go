@@ -580,10 +580,30 @@ func (c *faultCluster) controllerMovedAndDecides(dead *clusterMember, killed tim
 
 	lease := fmt.Sprintf("faults-cle-%03d", c.round)
 	clt := &leaderTracker{leading: map[string]bool{}}
-	older := startMember(t, survivors[0].ts, clt, lease, "old-"+survivors[0].name, "1.31.0", "1.30.0", string(coordinationv1.OldestEmulationVersion))
-	newer := startMember(t, survivors[1].ts, clt, lease, "new-"+survivors[1].name, "1.31.0", "1.31.0", string(coordinationv1.OldestEmulationVersion))
+	// The candidates' names are the round's own: client-go's candidate
+	// renews an existing LeaseCandidate of its name as it is, without
+	// setting spec.leaseName, so a name used in an earlier round would
+	// keep standing for that round's lease and this one get no candidate.
+	olderID, newerID := lease+"-old-"+survivors[0].name, lease+"-new-"+survivors[1].name
+	older := startMember(t, survivors[0].ts, clt, lease, olderID, "1.31.0", "1.30.0", string(coordinationv1.OldestEmulationVersion))
+	newer := startMember(t, survivors[1].ts, clt, lease, newerID, "1.31.0", "1.31.0", string(coordinationv1.OldestEmulationVersion))
 	defer older.kill()
 	defer newer.kill()
+	candidates := clientset(t, restConfig(t, survivors[0].ts, wireProtobuf)).CoordinationV1beta1().LeaseCandidates("kube-system")
+	eventually(t, 30*time.Second, "both candidates registered for "+lease, func() (bool, string) {
+		var got []string
+		for _, id := range []string{olderID, newerID} {
+			lc, err := candidates.Get(c.ctx, id, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if lc.Spec.LeaseName != lease {
+				t.Fatalf("candidate %s stands for lease %s, not %s", id, lc.Spec.LeaseName, lease)
+			}
+			got = append(got, id)
+		}
+		return true, fmt.Sprintf("registered %q", got)
+	})
 	// Under load the second candidate may register after the first
 	// grant's wait (--election-first-grant-wait): the controller then
 	// hands the lease over to the older one (preferredHolder).
