@@ -103,10 +103,13 @@ func TestClusterFaults(t *testing.T) {
 func newFaultCluster(t *testing.T) *faultCluster {
 	t.Helper()
 	// etcd preallocates its write-ahead log (64 MiB per segment, and the
-	// next segment ahead): 192 MiB holds that, the database, and leaves
-	// some room to fill.
+	// next segment ahead), and the repair of a segment cut short by the
+	// full disk keeps a copy of it (.broken, 64 MiB) for good: 320 MiB
+	// holds those three, the database, and leaves some room to fill. With
+	// 192 MiB, the restart after a second full disk could not create its
+	// next segment.
 	began := time.Now()
-	mnt := mountTmpfs(t, "192m")
+	mnt := mountTmpfs(t, "320m")
 	c := &faultCluster{t: t, ctx: context.Background(), mnt: mnt,
 		lt: &leaderTracker{leading: map[string]bool{}}, measured: map[string][]time.Duration{}}
 	c.members = startClusterIn(t, []string{"", "", filepath.Join(mnt, "data")})
@@ -643,6 +646,16 @@ func (c *faultCluster) fillDisk(r *faultRound) {
 	// written through another member need new pages on every member.
 	other := c.members[(c.index(m)+1)%len(c.members)]
 	big := c.leases(other, wireJSON)
+	var bigNames []string
+	// The large leases go at the end of the round, so that the database
+	// does not grow round after round (etcd reuses the freed pages).
+	defer func() {
+		for _, name := range bigNames {
+			if err := big.Delete(c.ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting the large lease %s: %v", name, err)
+			}
+		}
+	}()
 	var exited time.Time
 	eventually(t, 60*time.Second, m.name+" stops on its full disk", func() (bool, string) {
 		select {
@@ -652,9 +665,11 @@ func (c *faultCluster) fillDisk(r *faultRound) {
 		default:
 		}
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-big-", Annotations: map[string]string{"pad": strings.Repeat("x", 200<<10)}}}
-		if _, err := big.Create(c.ctx, l, metav1.CreateOptions{}); err != nil {
+		created, err := big.Create(c.ctx, l, metav1.CreateOptions{})
+		if err != nil {
 			return false, "still running; a large write through " + other.name + ": " + err.Error()
 		}
+		bigNames = append(bigNames, created.Name)
 		return false, "still running"
 	})
 	log := m.ts.Log()
