@@ -102,14 +102,17 @@ func TestClusterFaults(t *testing.T) {
 
 func newFaultCluster(t *testing.T) *faultCluster {
 	t.Helper()
-	// etcd preallocates its write-ahead log (64 MiB per segment, and the
-	// next segment ahead), and the repair of a segment cut short by the
-	// full disk keeps a copy of it (.broken, 64 MiB) for good: 320 MiB
-	// holds those three, the database, and leaves some room to fill. With
-	// 192 MiB, the restart after a second full disk could not create its
-	// next segment.
+	// etcd preallocates its write-ahead log in segments of 64 MiB (the
+	// next one ahead) and keeps up to five until a snapshot lets it purge
+	// them; the repair of a segment cut short by a full disk keeps a copy
+	// of it (.broken) for good. Each disk-full round writes large leases
+	// until the member stops, up to a segment's worth. 768 MiB holds seven
+	// segments, the database, and room to fill: the restarts of the
+	// randomized schedule's back-to-back disk-full rounds need 64 MiB free
+	// for their next segment once the filler is gone (with 192 MiB, and
+	// then 320 MiB, they failed on it).
 	began := time.Now()
-	mnt := mountTmpfs(t, "320m")
+	mnt := mountTmpfs(t, "768m")
 	c := &faultCluster{t: t, ctx: context.Background(), mnt: mnt,
 		lt: &leaderTracker{leading: map[string]bool{}}, measured: map[string][]time.Duration{}}
 	c.members = startClusterIn(t, []string{"", "", filepath.Join(mnt, "data")})
