@@ -2,21 +2,46 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/google/uuid"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
+
+// errNotLeader: a campaign returned, but its key is not the leading one
+// (its lease expired while it waited).
+var errNotLeader = errors.New("campaign returned without the leading key")
 
 // Campaign runs an etcd election (the concurrency package's recipe, as
 // etcd's own v3election service) on a session lease of
 // Options.ElectionTTL: the oldest live key under the election's prefix
 // leads. A replica that crashes keeps leadership until its lease expires;
 // one that stops resigns, so a successor takes over at once.
+//
+// Leadership is confirmed before it is reported: the recipe's Campaign
+// only waits for the older keys to go, and never checks that its own key
+// is still there. A campaigner whose lease expired while it waited (its
+// member cut off from the leader for longer than the TTL) would "win"
+// when the older key goes, together with the newer campaigner whose key
+// now leads. Such a campaign starts again on a fresh lease.
 func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, error) {
+	for {
+		lost, err := s.campaignOnce(ctx, name)
+		if !errors.Is(err, errNotLeader) {
+			return lost, err
+		}
+		s.log.Warn("Campaign returned without leadership; campaigning again", "election", name, "reason", err)
+	}
+}
+
+// campaignOnce is one campaign on a fresh session lease; it fails with
+// errNotLeader when the campaign returned but its key does not lead.
+func (s *Store) campaignOnce(ctx context.Context, name string) (<-chan struct{}, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -34,7 +59,8 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 	if err != nil {
 		return nil, s.wrapErr("election session", err)
 	}
-	el := concurrency.NewElection(sess, ElectionPrefix(s.prefix, name))
+	prefix := ElectionPrefix(s.prefix, name)
+	el := concurrency.NewElection(sess, prefix)
 	if err := el.Campaign(ctx, identity(s.opts.Identity)); err != nil {
 		_ = sess.Close()
 		if ctx.Err() != nil {
@@ -42,10 +68,23 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 		}
 		return nil, s.wrapErr("campaign "+name, err)
 	}
+	confirmed, err := s.confirmLeadership(ctx, prefix, el, lease.ID)
+	if err != nil {
+		// Revoking deletes the key if it is still there, so that the next
+		// campaign does not wait behind it.
+		_ = sess.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, errNotLeader) {
+			return nil, err
+		}
+		return nil, s.wrapErr("campaign "+name, err)
+	}
 	lost := make(chan struct{})
 	unconfirmed := make(chan struct{})
 	confirmCtx, stopConfirming := context.WithCancel(context.Background())
-	s.wg.Go(func() { s.confirmLease(confirmCtx, lease.ID, time.Duration(ttl)*time.Second, unconfirmed) })
+	s.wg.Go(func() { s.confirmLease(confirmCtx, lease.ID, time.Duration(ttl)*time.Second, confirmed, unconfirmed) })
 	s.wg.Go(func() {
 		defer close(lost)
 		defer stopConfirming()
@@ -72,6 +111,39 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 	return lost, nil
 }
 
+// confirmLeadership checks, after el's campaign returned, that its key
+// leads: a linearizable read finds it first (lowest create revision)
+// under the prefix, on lease id, and a renewal of id sent after that read
+// is answered with the lease alive. Keys go with their lease, and no key
+// can be created older than one that exists, so the key led when the
+// renewal reached the leader. It returns when that renewal was sent.
+func (s *Store) confirmLeadership(ctx context.Context, prefix string, el *concurrency.Election, id clientv3.LeaseID) (time.Time, error) {
+	rctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	resp, err := s.client.Get(rctx, prefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("confirm leadership: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return time.Time{}, fmt.Errorf("no key under %s: %w", prefix, errNotLeader)
+	}
+	first := resp.Kvs[0]
+	if string(first.Key) != el.Key() || clientv3.LeaseID(first.Lease) != id || first.CreateRevision != el.Rev() {
+		return time.Time{}, fmt.Errorf("%s leads, not %s: %w", first.Key, el.Key(), errNotLeader)
+	}
+	sent := time.Now()
+	ka, err := s.client.KeepAliveOnce(clientv3.WithRequireLeader(rctx), id)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return time.Time{}, fmt.Errorf("election lease %x: %w", id, errNotLeader)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("confirm leadership: renew lease %x: %w", id, err)
+	case ka.TTL <= 0:
+		return time.Time{}, fmt.Errorf("election lease %x expired: %w", id, errNotLeader)
+	}
+	return sent, nil
+}
+
 // confirmLease renews the election lease itself every third of its ttl and
 // closes unconfirmed once no renewal sent in the last two thirds of it was
 // answered. The session's keepalive cannot tell in time: it counts the ttl
@@ -81,11 +153,9 @@ func (s *Store) Campaign(ctx context.Context, name string) (<-chan struct{}, err
 // network partitions). A renewal is counted from when it was sent, which
 // is before the leader renewed, and the last third is left for the work
 // done as leader to stop.
-func (s *Store) confirmLease(ctx context.Context, id clientv3.LeaseID, ttl time.Duration, unconfirmed chan<- struct{}) {
-	// Campaign just read through the leader, and the session renews every
-	// third of the ttl: the lease was renewed at most that long ago. The
-	// first renewal goes out at once.
-	confirmed := time.Now().Add(-ttl / 3)
+func (s *Store) confirmLease(ctx context.Context, id clientv3.LeaseID, ttl time.Duration, confirmed time.Time, unconfirmed chan<- struct{}) {
+	// confirmed is when the renewal that confirmed leadership was sent.
+	// The next renewal goes out at once.
 	wait := time.Duration(0)
 	for {
 		select {

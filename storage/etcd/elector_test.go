@@ -2,9 +2,11 @@ package etcd
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasehold/leasehold/storage/etcd/etcdtest"
@@ -93,5 +95,130 @@ func TestElectorFailover(t *testing.T) {
 	resp, err := d.client.Get(ctx, ElectionPrefix(d.prefix, "ctrl"), clientv3.WithPrefix())
 	if err != nil || resp.Count != 1 {
 		t.Fatalf("election keys: %v, %v", resp, err)
+	}
+}
+
+// TestCampaignConfirmsLeadership: a campaigner whose lease ends while it
+// waits behind an older key does not lead when that key goes; the newer
+// campaigner does, and the first one leads only after it, on a new key.
+// (etcd's Campaign waits for the older keys to go and returns without
+// checking that its own key is still there.)
+func TestCampaignConfirmsLeadership(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	newStore := func(id string) *Store {
+		return open(t, c.Endpoints(), Options{ElectionTTL: 3 * time.Second, Identity: id})
+	}
+	a, b, d := newStore("a"), newStore("b"), newStore("d")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prefix := ElectionPrefix(a.prefix, "ctrl")
+	// keyOf is the election key (sorted by create revision) whose value
+	// names id, or nil.
+	keyOf := func(id string) *mvccpb.KeyValue {
+		resp, err := a.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			if strings.HasPrefix(string(kv.Value), id+"/") {
+				return kv
+			}
+		}
+		return nil
+	}
+	waitKey := func(id string) *mvccpb.KeyValue {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if kv := keyOf(id); kv != nil {
+				return kv
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's election key did not appear", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	type result struct {
+		lost <-chan struct{}
+		err  error
+		at   time.Time
+	}
+	campaign := func(s *Store, ctx context.Context) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			lost, err := s.Campaign(ctx, "ctrl")
+			ch <- result{lost, err, time.Now()}
+		}()
+		return ch
+	}
+
+	actx, resignA := context.WithCancel(ctx)
+	lostA, err := a.Campaign(actx, "ctrl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bWins := campaign(b, ctx)
+	// b's lease ends while b waits behind a (as when its member was cut
+	// off from the leader for longer than the TTL): its key goes with it.
+	bKey := waitKey("b")
+	if _, err := a.client.Revoke(ctx, clientv3.LeaseID(bKey.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if keyOf("b") != nil {
+		t.Fatal("b's key outlived its revoked lease")
+	}
+	dctx, resignD := context.WithCancel(ctx)
+	dWins := campaign(d, dctx)
+	waitKey("d")
+
+	// a resigns: d's key is the oldest now, and d alone leads.
+	resignA()
+	<-lostA
+	var rd result
+	select {
+	case rd = <-dWins:
+	case <-time.After(20 * time.Second):
+		t.Fatal("d did not lead after a resigned")
+	}
+	if rd.err != nil {
+		t.Fatal(rd.err)
+	}
+	select {
+	case rb := <-bWins:
+		t.Fatalf("b reported leadership (err %v) while d led; election keys: b %v, d %v", rb.err, keyOf("b"), keyOf("d"))
+	default:
+	}
+
+	// d resigns: b, campaigning again on a new lease, leads now.
+	resignD()
+	<-rd.lost
+	resigned := time.Now()
+	var rb result
+	select {
+	case rb = <-bWins:
+	case <-time.After(20 * time.Second):
+		t.Fatal("b did not lead after d resigned")
+	}
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if rb.at.Before(resigned) {
+		t.Errorf("b reported leadership %v before d resigned", resigned.Sub(rb.at))
+	}
+	leader, err := b.ElectionLeader(ctx, "ctrl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(leader, "b/") {
+		t.Fatalf("b reported leadership, but the leading key is %q", leader)
+	}
+	kv := keyOf("b")
+	if kv == nil || clientv3.LeaseID(kv.Lease) == clientv3.LeaseID(bKey.Lease) {
+		t.Fatalf("b leads on %v, want a key on a new lease (the revoked one was %x)", kv, bKey.Lease)
+	}
+	select {
+	case <-rb.lost:
+		t.Fatal("b's leadership was lost as soon as it was reported")
+	default:
 	}
 }

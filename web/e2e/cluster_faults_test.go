@@ -102,11 +102,17 @@ func TestClusterFaults(t *testing.T) {
 
 func newFaultCluster(t *testing.T) *faultCluster {
 	t.Helper()
-	// etcd preallocates its write-ahead log (64 MiB per segment, and the
-	// next segment ahead): 192 MiB holds that, the database, and leaves
-	// some room to fill.
+	// etcd preallocates its write-ahead log in segments of 64 MiB (the
+	// next one ahead) and keeps up to five until a snapshot lets it purge
+	// them; the repair of a segment cut short by a full disk keeps a copy
+	// of it (.broken) for good. Each disk-full round writes large leases
+	// until the member stops, up to a segment's worth. 768 MiB holds seven
+	// segments, the database, and room to fill: the restarts of the
+	// randomized schedule's back-to-back disk-full rounds need 64 MiB free
+	// for their next segment once the filler is gone (with 192 MiB, and
+	// then 320 MiB, they failed on it).
 	began := time.Now()
-	mnt := mountTmpfs(t, "192m")
+	mnt := mountTmpfs(t, "768m")
 	c := &faultCluster{t: t, ctx: context.Background(), mnt: mnt,
 		lt: &leaderTracker{leading: map[string]bool{}}, measured: map[string][]time.Duration{}}
 	c.members = startClusterIn(t, []string{"", "", filepath.Join(mnt, "data")})
@@ -580,10 +586,30 @@ func (c *faultCluster) controllerMovedAndDecides(dead *clusterMember, killed tim
 
 	lease := fmt.Sprintf("faults-cle-%03d", c.round)
 	clt := &leaderTracker{leading: map[string]bool{}}
-	older := startMember(t, survivors[0].ts, clt, lease, "old-"+survivors[0].name, "1.31.0", "1.30.0", string(coordinationv1.OldestEmulationVersion))
-	newer := startMember(t, survivors[1].ts, clt, lease, "new-"+survivors[1].name, "1.31.0", "1.31.0", string(coordinationv1.OldestEmulationVersion))
+	// The candidates' names are the round's own: client-go's candidate
+	// renews an existing LeaseCandidate of its name as it is, without
+	// setting spec.leaseName, so a name used in an earlier round would
+	// keep standing for that round's lease and this one get no candidate.
+	olderID, newerID := lease+"-old-"+survivors[0].name, lease+"-new-"+survivors[1].name
+	older := startMember(t, survivors[0].ts, clt, lease, olderID, "1.31.0", "1.30.0", string(coordinationv1.OldestEmulationVersion))
+	newer := startMember(t, survivors[1].ts, clt, lease, newerID, "1.31.0", "1.31.0", string(coordinationv1.OldestEmulationVersion))
 	defer older.kill()
 	defer newer.kill()
+	candidates := clientset(t, restConfig(t, survivors[0].ts, wireProtobuf)).CoordinationV1beta1().LeaseCandidates("kube-system")
+	eventually(t, 30*time.Second, "both candidates registered for "+lease, func() (bool, string) {
+		var got []string
+		for _, id := range []string{olderID, newerID} {
+			lc, err := candidates.Get(c.ctx, id, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if lc.Spec.LeaseName != lease {
+				t.Fatalf("candidate %s stands for lease %s, not %s", id, lc.Spec.LeaseName, lease)
+			}
+			got = append(got, id)
+		}
+		return true, fmt.Sprintf("registered %q", got)
+	})
 	// Under load the second candidate may register after the first
 	// grant's wait (--election-first-grant-wait): the controller then
 	// hands the lease over to the older one (preferredHolder).
@@ -623,6 +649,16 @@ func (c *faultCluster) fillDisk(r *faultRound) {
 	// written through another member need new pages on every member.
 	other := c.members[(c.index(m)+1)%len(c.members)]
 	big := c.leases(other, wireJSON)
+	var bigNames []string
+	// The large leases go at the end of the round, so that the database
+	// does not grow round after round (etcd reuses the freed pages).
+	defer func() {
+		for _, name := range bigNames {
+			if err := big.Delete(c.ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting the large lease %s: %v", name, err)
+			}
+		}
+	}()
 	var exited time.Time
 	eventually(t, 60*time.Second, m.name+" stops on its full disk", func() (bool, string) {
 		select {
@@ -632,9 +668,11 @@ func (c *faultCluster) fillDisk(r *faultRound) {
 		default:
 		}
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-big-", Annotations: map[string]string{"pad": strings.Repeat("x", 200<<10)}}}
-		if _, err := big.Create(c.ctx, l, metav1.CreateOptions{}); err != nil {
+		created, err := big.Create(c.ctx, l, metav1.CreateOptions{})
+		if err != nil {
 			return false, "still running; a large write through " + other.name + ": " + err.Error()
 		}
+		bigNames = append(bigNames, created.Name)
 		return false, "still running"
 	})
 	log := m.ts.Log()
