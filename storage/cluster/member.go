@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,9 +57,21 @@ type Member struct {
 	closing *atomic.Bool
 }
 
-// initialClusterToken must be equal on the members bootstrapping a cluster;
-// every leasehold cluster starts with one member, so a constant does.
+// initialClusterToken prefixes the token etcd derives the cluster's and
+// the first member's IDs from. Every leasehold cluster bootstraps with one
+// member, which adds a random part (see bootstrapToken): two clusters
+// started on the same peer URL get different IDs, as they would from a
+// new CA.
 const initialClusterToken = "leasehold"
+
+// bootstrapToken is initialClusterToken with a random suffix. Only a
+// bootstrapping member uses it (joiners get their IDs from MemberAdd), and
+// only for its first start: etcd ignores it once its data exists.
+func bootstrapToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return initialClusterToken + "-" + hex.EncodeToString(b)
+}
 
 // Start runs the member and returns once it serves linearizable requests:
 // it is ready (it has a quorum) and, when it joined as a learner, promoted.
@@ -158,7 +172,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.AdvertisePeer
 	}
-	ec.InitialClusterToken = initialClusterToken
+	ec.InitialClusterToken = bootstrapToken()
 	ec.ClusterState = embed.ClusterStateFlagNew
 	if cfg.Join {
 		ec.ClusterState = embed.ClusterStateFlagExisting

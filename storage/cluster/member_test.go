@@ -162,3 +162,37 @@ func TestMemberStatusAndRestart(t *testing.T) {
 		t.Errorf("LoadState of an empty directory succeeded")
 	}
 }
+
+// TestFreshClustersGetTheirOwnIDs: two clusters bootstrapped on the same
+// peer URL with the same member name get different cluster IDs (etcd
+// derives them from the bootstrap token), and a restart keeps its own.
+func TestFreshClustersGetTheirOwnIDs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	first, cfg := startMember(t, dir)
+	firstID := first.etcd.Server.Cluster().ID()
+	first.Close()
+
+	again, err := Start(ctx, Config{State: cfg.State, Paths: cfg.Paths, Join: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if id := again.etcd.Server.Cluster().ID(); id != firstID {
+		t.Errorf("the restarted member's cluster ID is %s, was %s", id, firstID)
+	}
+	again.Close()
+
+	other := PathsIn(t.TempDir())
+	writeTestPKI(t, other)
+	if err := SaveState(other, cfg.State); err != nil {
+		t.Fatal(err)
+	}
+	second, err := Start(ctx, Config{State: cfg.State, Paths: other, Logger: slog.New(slog.DiscardHandler), StartTimeout: time.Minute})
+	if err != nil {
+		t.Fatalf("a second cluster on the same peer URL: %v", err)
+	}
+	defer second.Close()
+	if id := second.etcd.Server.Cluster().ID(); id == firstID {
+		t.Errorf("two fresh clusters on the same peer URL share the cluster ID %s", id)
+	}
+}
