@@ -119,7 +119,7 @@ func Restore(ctx context.Context, src, dst string) error {
 		// A damaged dst cannot be opened; it is replaced all the same.
 	}
 	tmp := dst + ".restore.tmp"
-	if err := copyFile(ctx, src, tmp); err != nil {
+	if err := CopyFile(ctx, src, tmp); err != nil {
 		return fmt.Errorf("boltdb: restore: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -181,8 +181,10 @@ func CompactFile(ctx context.Context, path string) (before, after int64, err err
 	return before, after, syncDir(filepath.Dir(path))
 }
 
-// copyFile copies src to a new file dst (mode 0600) and fsyncs it.
-func copyFile(ctx context.Context, src, dst string) error {
+// CopyFile copies src to dst (mode 0600, replacing a leftover), fsyncs it,
+// and stops early when ctx ends: backups and staged snapshots are copied
+// to a temporary name and renamed into place.
+func CopyFile(ctx context.Context, src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -2,16 +2,8 @@ package cluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"path/filepath"
 	"testing"
@@ -21,50 +13,6 @@ import (
 	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/storage/storagetest"
 )
-
-// writeTestPKI writes a CA and a member certificate for 127.0.0.1 (what
-// the composition root issues with web/pki, which storage may not import).
-func writeTestPKI(t *testing.T, p Paths) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "m1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, block := range map[string]*pem.Block{
-		p.CAFile:   {Type: "CERTIFICATE", Bytes: caDER},
-		p.CertFile: {Type: "CERTIFICATE", Bytes: der},
-		p.KeyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -79,18 +27,7 @@ func freePort(t *testing.T) int {
 // startMember runs a one-member cluster in dir.
 func startMember(t *testing.T, dir string) (*Member, Config) {
 	t.Helper()
-	p := PathsIn(dir)
-	writeTestPKI(t, p)
-	peer, client := freePort(t), freePort(t)
-	cfg := Config{
-		State: State{Name: "m1",
-			ListenPeer: fmt.Sprintf("127.0.0.1:%d", peer), ListenClient: fmt.Sprintf("127.0.0.1:%d", client),
-			AdvertisePeer: fmt.Sprintf("https://127.0.0.1:%d", peer), AdvertiseClient: fmt.Sprintf("https://127.0.0.1:%d", client)},
-		Paths: p, Logger: slog.New(slog.DiscardHandler), StartTimeout: time.Minute,
-	}
-	if err := SaveState(p, cfg.State); err != nil {
-		t.Fatal(err)
-	}
+	cfg := memberConfig(t, newTestCA(t, "test-ca"), dir, "m1", nil)
 	m, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -182,12 +119,7 @@ func TestFreshClustersGetTheirOwnIDs(t *testing.T) {
 	}
 	again.Close()
 
-	other := PathsIn(t.TempDir())
-	writeTestPKI(t, other)
-	if err := SaveState(other, cfg.State); err != nil {
-		t.Fatal(err)
-	}
-	second, err := Start(ctx, Config{State: cfg.State, Paths: other, Logger: slog.New(slog.DiscardHandler), StartTimeout: time.Minute})
+	second, err := Start(ctx, memberConfig(t, newTestCA(t, "other-ca"), t.TempDir(), "m1", &cfg.State))
 	if err != nil {
 		t.Fatalf("a second cluster on the same peer URL: %v", err)
 	}

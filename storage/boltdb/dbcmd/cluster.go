@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web/cli"
 )
@@ -45,7 +46,7 @@ func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr i
 		return fail(err)
 	}
 	tmp := p.RestoreSnapshot + ".tmp"
-	if err := copyFileSync(ctx, file, tmp); err != nil {
+	if err := boltdb.CopyFile(ctx, file, tmp); err != nil {
 		_ = os.Remove(tmp)
 		return fail(err)
 	}
@@ -59,30 +60,4 @@ func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr i
 	fmt.Fprintf(stdout, "next: leasehold serve --cluster-init --data-dir %s --cluster-token-file FILE --peer-listen HOST:PORT ... starts the restored cluster (a new CA, a new cluster ID);\n"+
 		"      on the other devices, stop leasehold, move their %s aside, and --join the restored member\n", filepath.Clean(dir), filepath.Join("<data-dir>", "cluster"))
 	return cli.ExitOK
-}
-
-// copyFileSync copies src to a new file dst and fsyncs it.
-func copyFileSync(ctx context.Context, src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
