@@ -166,15 +166,9 @@ func joinWithRetry(ctx context.Context, apiURL string, token []byte, req cluster
 // clusterToken is --cluster-token-file, --cluster-token, or the token a
 // previous start stored; a given one replaces the stored one.
 func clusterToken(cl *backend.Cluster, paths cluster.Paths) ([]byte, error) {
-	token := cl.Token
-	if cl.TokenFile != "" {
-		data, err := os.ReadFile(cl.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--cluster-token-file: %w", err)
-		}
-		if token = strings.TrimSpace(string(data)); token == "" {
-			return nil, fmt.Errorf("--cluster-token-file %s is empty", cl.TokenFile)
-		}
+	token, err := givenClusterToken(cl)
+	if err != nil {
+		return nil, err
 	}
 	if token != "" {
 		if err := cluster.WriteFile(paths.TokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -190,6 +184,23 @@ func clusterToken(cl *backend.Cluster, paths cluster.Paths) ([]byte, error) {
 		return nil, fmt.Errorf("cluster token: %w", err)
 	}
 	return []byte(strings.TrimSpace(string(data))), nil
+}
+
+// givenClusterToken is the token of --cluster-token-file or
+// --cluster-token ("" when neither is given).
+func givenClusterToken(cl *backend.Cluster) (string, error) {
+	if cl.TokenFile == "" {
+		return cl.Token, nil
+	}
+	data, err := os.ReadFile(cl.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--cluster-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("--cluster-token-file %s is empty", cl.TokenFile)
+	}
+	return token, nil
 }
 
 // newMemberState names a new member and chooses its URLs; hosts are what

@@ -61,7 +61,11 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 	case cl.Join == "":
 		return errors.New("--replica needs --join URL (a member's API URL) and --cluster-token the first time")
 	default:
-		if st, err = joinAsReplica(ctx, cl.Join, cl.Name, cl.Token, cl.TokenFile, files, log); err != nil {
+		token, err := givenClusterToken(cl)
+		if err != nil {
+			return err
+		}
+		if st, err = joinAsReplica(ctx, cl.Join, cl.Name, token, files, log); err != nil {
 			return err
 		}
 	}
@@ -78,14 +82,7 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 // joinAsReplica runs the handshake and stores what it returns. The token
 // is not stored: a replica admits nobody, and its certificate is all a
 // restart needs.
-func joinAsReplica(ctx context.Context, joinURL, name, token, tokenFile string, files replicaFiles, log *slog.Logger) (replicaState, error) {
-	if tokenFile != "" {
-		data, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return replicaState{}, fmt.Errorf("--cluster-token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
-	}
+func joinAsReplica(ctx context.Context, joinURL, name, token string, files replicaFiles, log *slog.Logger) (replicaState, error) {
 	if token == "" {
 		return replicaState{}, errors.New("--replica --join needs --cluster-token or --cluster-token-file")
 	}
