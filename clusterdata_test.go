@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/cli"
 )
 
 // TestServeRefusesAStagedSnapshot: a data directory holding a snapshot

@@ -44,10 +44,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/boltdb/dbcmd"
-	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/client/bench"
 	clusterclient "github.com/leasehold/leasehold/web/client/cluster"
 	"github.com/leasehold/leasehold/web/client/lease"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/signature"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // TestPluginTrust: without --plugin-trust-keys a server listening beyond

@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
@@ -30,7 +31,6 @@ import (
 	"github.com/leasehold/leasehold/storage/backend"
 	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
-	"github.com/leasehold/leasehold/web/cli"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/sdnotify"

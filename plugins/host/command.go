@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // PluginCommand is "leasehold plugin vet|test": vet checks a strategy

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // TestPluginTestInputFile: "leasehold plugin test FILE.wasm INPUT.json"

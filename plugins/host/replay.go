@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // History is a server's recorded decisions, as `leasehold plugin replay`

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/signature"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // keygenSubcommand is "leasehold plugin keygen KEYFILE".

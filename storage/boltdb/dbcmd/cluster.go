@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // stageClusterRestore checks the snapshot at file and puts a copy where

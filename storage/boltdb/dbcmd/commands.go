@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // RemoteBackup streams a consistent copy of the database from the running

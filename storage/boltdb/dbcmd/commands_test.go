@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/storage/boltdb"
-	"github.com/leasehold/leasehold/web/cli"
 )
 
 // TestBackupRefusesToOverwrite: an existing FILE is replaced only with

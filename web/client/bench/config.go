@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/cli"
 )
 
 // Config is one load run.

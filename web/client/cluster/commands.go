@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 )
 

@@ -1,6 +1,6 @@
 package run
 
-import "github.com/leasehold/leasehold/web/cli"
+import "github.com/leasehold/leasehold/cli"
 
 // Command is "leasehold run".
 var Command = cli.Command{

@@ -18,7 +18,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/leasehold/leasehold/web/cli"
+	"github.com/leasehold/leasehold/cli"
 )
 
 // Environment handed to the child.

@@ -10,8 +10,8 @@
 // the database commands with the bbolt backend, the client commands under
 // web/client, the plugin commands in plugins/host), on every layer of the
 // tree. So that all of them can share it, it is a leaf that imports only
-// the standard library and knows nothing of leases, HTTP or storage; it
-// sits in web beside web/sdnotify, the binary's other piece of process
-// plumbing, and architecture_test.go lets storage and plugins import it
-// and nothing else of web.
+// the standard library and knows nothing of leases, HTTP or storage. It
+// sits at the top of the tree, outside the four layers (engine, storage,
+// plugins, web), so that storage and plugins reach no web package by
+// using it (architecture_test.go).
 package cli
