@@ -68,6 +68,8 @@ var layerRules = []layerRule{
 		why: "client tools talk to a server over the wire as any Kubernetes client would; sharing the server's internals would hide wire incompatibilities"},
 	{pkgs: []string{"cli"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/..."},
 		why: "the flag helper is shared by commands on every layer, so it must be a leaf: standard library only"},
+	{pkgs: []string{"datadir"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "cli"},
+		why: "the data directory's layout is read by the server, its storage, the cluster member and the offline commands and clients, so it must be a leaf: standard library only"},
 	{pkgs: []string{"web/kubeconfig"}, deny: []string{"web/...", "engine/...", "storage/...", "plugins/...", "k8s.io/", "github.com/"},
 		allow: []string{"web/kubeconfig"},
 		why:   "the kubeconfig renderer is shared by the server (which writes one at start) and the clients, so it must be a leaf"},

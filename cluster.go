@@ -14,12 +14,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage/backend"
 	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web"
@@ -44,7 +44,7 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	if !cl.Enabled() {
 		return nil, nil
 	}
-	paths := cluster.PathsIn(cfg.DataDir + string(os.PathSeparator) + "cluster")
+	paths := cfg.Layout.Member()
 	token, err := clusterToken(cl, paths)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 		return nil, err
 	}
 	if cl.Init {
-		if err := planImport(cfg.DataDir, paths, &st, log); err != nil {
+		if err := planImport(cfg.Layout, paths, &st, log); err != nil {
 			return nil, err
 		}
 		ca, err := pki.NewAuthority("leasehold-cluster-ca@" + time.Now().UTC().Format("20060102T150405Z"))
@@ -94,8 +94,8 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	if _, err := os.Stat(paths.RestoreSnapshot); err == nil {
 		return nil, fmt.Errorf("%s holds a snapshot staged by leasehold restore: start the restored cluster with --cluster-init, or remove it to join another", paths.RestoreSnapshot)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, singleDeviceDB)); err == nil {
-		log.Warn("The single-device database is not imported by --join (the cluster's data wins); it stays as it is", "file", filepath.Join(cfg.DataDir, singleDeviceDB))
+	if _, err := os.Stat(cfg.Layout.Database()); err == nil {
+		log.Warn("The single-device database is not imported by --join (the cluster's data wins); it stays as it is", "file", cfg.Layout.Database())
 	}
 	resp, err := joinWithRetry(ctx, cl.Join, token, clusterclient.JoinRequest{
 		Name: st.Name, PeerURL: st.AdvertisePeer, ClientURL: st.AdvertiseClient, Hosts: hosts}, log)
@@ -110,26 +110,22 @@ func prepareCluster(ctx context.Context, cfg *serveConfig, log *slog.Logger) (*c
 	return cs, nil
 }
 
-// singleDeviceDB is the bbolt database of a single-device server, which
-// --cluster-init imports.
-const singleDeviceDB = "leasehold.db"
-
 // planImport marks a new cluster's state with the import of the data
 // directory's single-device database, unless a restored snapshot is its
 // data. The import itself runs before the member starts
 // (storage/backend), and the file is kept beside, renamed.
-func planImport(dataDir string, paths cluster.Paths, st *cluster.State, log *slog.Logger) error {
+func planImport(dir datadir.Layout, paths cluster.Paths, st *cluster.State, log *slog.Logger) error {
 	if _, err := os.Stat(paths.RestoreSnapshot); err == nil {
 		log.Info("Starting the new cluster from the snapshot staged by leasehold restore", "snapshot", paths.RestoreSnapshot)
 		return nil
 	}
-	src := filepath.Join(dataDir, singleDeviceDB)
+	src := dir.Database()
 	if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	backup := src + ".pre-cluster"
+	backup := dir.DatabaseImported()
 	if _, err := os.Stat(backup); err == nil {
 		return fmt.Errorf("%s is in the way of the backup of %s that the import keeps: move it elsewhere", backup, src)
 	}

@@ -14,23 +14,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage/cluster"
 	clusterclient "github.com/leasehold/leasehold/web/client/cluster"
 )
-
-// replicaFiles are a replica's files under <data-dir>/replica.
-type replicaFiles struct {
-	dir, state, ca, cert, key string
-}
-
-func replicaFilesIn(dataDir string) replicaFiles {
-	dir := filepath.Join(dataDir, "replica")
-	return replicaFiles{dir: dir, state: filepath.Join(dir, "replica.json"),
-		ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "client.crt"), key: filepath.Join(dir, "client.key")}
-}
 
 // replicaState is replica.json: what a restart needs besides the
 // certificates.
@@ -51,7 +40,7 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 	if !cl.Replica {
 		return nil
 	}
-	files := replicaFilesIn(cfg.DataDir)
+	files := cfg.Layout.Replica()
 	st, err := loadReplicaState(files)
 	switch {
 	case err == nil:
@@ -73,7 +62,7 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 	s.Backend = "etcd"
 	s.EtcdEndpoints = strings.Join(st.Endpoints, ",")
 	s.EtcdPrefix = st.Prefix
-	s.EtcdCAFile, s.EtcdCertFile, s.EtcdKeyFile = files.ca, files.cert, files.key
+	s.EtcdCAFile, s.EtcdCertFile, s.EtcdKeyFile = files.CAFile, files.CertFile, files.KeyFile
 	s.EtcdAutoSync = true
 	s.EtcdIdentity = st.Name
 	return nil
@@ -82,7 +71,7 @@ func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) err
 // joinAsReplica runs the handshake and stores what it returns. The token
 // is not stored: a replica admits nobody, and its certificate is all a
 // restart needs.
-func joinAsReplica(ctx context.Context, joinURL, name, token string, files replicaFiles, log *slog.Logger) (replicaState, error) {
+func joinAsReplica(ctx context.Context, joinURL, name, token string, files datadir.ReplicaFiles, log *slog.Logger) (replicaState, error) {
 	if token == "" {
 		return replicaState{}, errors.New("--replica --join needs --cluster-token or --cluster-token-file")
 	}
@@ -110,7 +99,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files repli
 		data []byte
 		mode os.FileMode
 	}{
-		{files.ca, []byte(resp.CACert), 0o644}, {files.cert, []byte(resp.Cert), 0o644}, {files.key, []byte(resp.Key), 0o600},
+		{files.CAFile, []byte(resp.CACert), 0o644}, {files.CertFile, []byte(resp.Cert), 0o644}, {files.KeyFile, []byte(resp.Key), 0o600},
 	} {
 		if err := cluster.WriteFile(f.path, f.data, f.mode); err != nil {
 			return st, err
@@ -122,24 +111,24 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files repli
 	}
 	// The state file is written last: its presence says the replica is
 	// complete.
-	if err := cluster.WriteFile(files.state, append(data, '\n'), 0o600); err != nil {
+	if err := cluster.WriteFile(files.State, append(data, '\n'), 0o600); err != nil {
 		return st, err
 	}
 	log.Info("Joined the cluster as a replica", "replica", name, "via", joinURL, "endpoints", strings.Join(st.Endpoints, ","))
 	return st, nil
 }
 
-func loadReplicaState(files replicaFiles) (replicaState, error) {
+func loadReplicaState(files datadir.ReplicaFiles) (replicaState, error) {
 	var st replicaState
-	data, err := os.ReadFile(files.state)
+	data, err := os.ReadFile(files.State)
 	if err != nil {
 		return st, fmt.Errorf("replica state: %w", err)
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("replica state %s: %w", files.state, err)
+		return st, fmt.Errorf("replica state %s: %w", files.State, err)
 	}
 	if len(st.Endpoints) == 0 || st.Prefix == "" {
-		return st, fmt.Errorf("replica state %s: endpoints or prefix missing", files.state)
+		return st, fmt.Errorf("replica state %s: endpoints or prefix missing", files.State)
 	}
 	return st, nil
 }

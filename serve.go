@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
@@ -70,8 +71,10 @@ command, or with flags only, is "leasehold serve".`
 // serveConfig is the parsed and validated configuration of "leasehold
 // serve": the server's own flags here, the rest by concern.
 type serveConfig struct {
-	Listen          string
+	Listen string
+	// DataDir is --data-dir; Layout names every file under it.
 	DataDir         string
+	Layout          datadir.Layout
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
 	ReadyFile     string
@@ -102,7 +105,7 @@ type serveConfig struct {
 func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	var cfg serveConfig
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on")
-	fs.StringVar(&cfg.DataDir, "data-dir", "leasehold-data", "`directory` holding the database (leasehold.db) and generated files")
+	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
@@ -138,11 +141,12 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if cfg.DataDir == "" {
 		return cfg, errors.New("--data-dir must not be empty")
 	}
+	cfg.Layout = datadir.At(cfg.DataDir)
 	if cfg.WriteKubeconfig == "" {
-		cfg.WriteKubeconfig = filepath.Join(cfg.DataDir, "kubeconfig")
+		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
 	}
 	if cfg.PluginsDir == "" {
-		cfg.PluginsDir = filepath.Join(cfg.DataDir, "plugins")
+		cfg.PluginsDir = cfg.Layout.Plugins()
 	}
 	for _, f := range strings.Split(*trustKeys, ",") {
 		if f = strings.TrimSpace(f); f != "" {
@@ -164,14 +168,14 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	// A data directory that holds a cluster member restarts it, whatever
 	// the flags: serving a fresh bbolt database from it would split the
 	// device off its cluster without a word.
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "member.json")); err == nil {
+	if _, err := os.Stat(cfg.Layout.Member().State); err == nil {
 		cfg.Storage.Cluster.Rejoin = true
 	}
 	// Likewise a replica of a cluster (--replica) restarts as one.
-	if _, err := os.Stat(replicaFilesIn(cfg.DataDir).state); err == nil {
+	if _, err := os.Stat(cfg.Layout.Replica().State); err == nil {
 		cfg.Storage.Cluster.Replica = true
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster", "restore.snapshot")); err == nil && !cfg.Storage.Cluster.Enabled() {
+	if _, err := os.Stat(cfg.Layout.Member().RestoreSnapshot); err == nil && !cfg.Storage.Cluster.Enabled() {
 		return cfg, fmt.Errorf("%s holds a cluster snapshot staged by leasehold restore: start the restored cluster with --cluster-init (and the member flags), or remove it", cfg.DataDir)
 	}
 	if err := cfg.Storage.Validate(); err != nil {
@@ -192,10 +196,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	if _, err := datadir.Open(cfg.DataDir); err != nil {
+		return err
 	}
-	sec, err := cfg.Security.Build(cfg.Listen, cfg.DataDir, logger)
+	sec, err := cfg.Security.Build(cfg.Listen, cfg.Layout.TLS(), logger)
 	if err != nil {
 		return err
 	}
@@ -216,7 +220,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		m.EtcdLogger = logger.With("component", "etcd")
 	}
 	ops := newServeOps(cfg.Observability)
-	store, dbPath, err := backend.Open(ctx, cfg.Storage, cfg.DataDir, ops.onCommit, logger.With("component", "storage"))
+	store, dbPath, err := backend.Open(ctx, cfg.Storage, cfg.Layout, ops.onCommit, logger.With("component", "storage"))
 	if err != nil {
 		return err
 	}
@@ -248,9 +252,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		return err
 	}
 	plugins, err := host.New(ctx, host.Options{
-		DataDir: cfg.DataDir,
-		Dir:     cfg.PluginsDir,
-		Logger:  logger,
+		Dir:      cfg.PluginsDir,
+		CacheDir: cfg.Layout.WASMCache(),
+		Logger:   logger,
 		OnChange: func() {
 			if c := ctrl.Load(); c != nil {
 				c.Resync()

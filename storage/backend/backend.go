@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
@@ -253,11 +253,11 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 	return &MemberStore{Store: s, member: m}, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
 }
 
-// Open opens the configured backend; a bbolt database lives in dataDir.
+// Open opens the configured backend; a bbolt database lives in dir.
 // onCommit, when set, observes bbolt's commits. The returned string names
 // the backend in logs and the UI: the bbolt file, or the etcd endpoints
 // and prefix.
-func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Duration, writes int, err error), log *slog.Logger) (Store, string, error) {
+func Open(ctx context.Context, c Config, dir datadir.Layout, onCommit func(d time.Duration, writes int, err error), log *slog.Logger) (Store, string, error) {
 	if c.Backend == "cluster" {
 		return openMember(ctx, c, log)
 	}
@@ -290,7 +290,7 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 		}
 		return s, "etcd " + c.EtcdEndpoints + " " + c.EtcdPrefix, nil
 	}
-	dbPath := filepath.Join(dataDir, "leasehold.db")
+	dbPath := dir.Database()
 	s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, Logger: log, OnCommit: onCommit,
 		AcceptMetaFallback: c.AcceptMetaFallback})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+
+	"github.com/leasehold/leasehold/datadir"
 )
 
 // State is what a member needs to restart with its data directory alone:
@@ -39,39 +41,12 @@ type ImportRecord struct {
 	Revision       int64 `json:"revision,omitempty"`
 }
 
-// Paths are the files of a member under its cluster directory.
-type Paths struct {
-	Dir       string // the cluster directory
-	State     string // member.json
-	EtcdDir   string // etcd's data directory
-	CAFile    string // the cluster CA certificate
-	CAKeyFile string // the cluster CA key: every member can admit joiners
-	CertFile  string // this member's peer and client certificate
-	KeyFile   string
-	TokenFile string // the cluster token, kept so a restart needs no flag
-	// RestoreSnapshot is a snapshot "leasehold restore" staged for the
-	// next --cluster-init, which starts a new cluster from it.
-	RestoreSnapshot string
-	// ImportDir holds the temporary member of an import under way.
-	ImportDir string
-}
+// Paths are the files of a member under its cluster directory, as the
+// data directory's layout names them (datadir.Layout.Member).
+type Paths = datadir.MemberFiles
 
-// PathsIn lays the member's files out in dir.
-func PathsIn(dir string) Paths {
-	return Paths{
-		Dir:       dir,
-		State:     filepath.Join(dir, "member.json"),
-		EtcdDir:   filepath.Join(dir, "etcd"),
-		CAFile:    filepath.Join(dir, "pki", "ca.crt"),
-		CAKeyFile: filepath.Join(dir, "pki", "ca.key"),
-		CertFile:  filepath.Join(dir, "pki", "member.crt"),
-		KeyFile:   filepath.Join(dir, "pki", "member.key"),
-		TokenFile: filepath.Join(dir, "token"),
-
-		RestoreSnapshot: filepath.Join(dir, "restore.snapshot"),
-		ImportDir:       filepath.Join(dir, "import.tmp"),
-	}
-}
+// PathsIn lays the member's files out in the cluster directory dir.
+func PathsIn(dir string) Paths { return datadir.MemberFilesIn(dir) }
 
 // LoadState reads the state file; it fails with an error matching
 // fs.ErrNotExist when the directory holds no member yet, or one whose

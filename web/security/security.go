@@ -163,8 +163,8 @@ type Security struct {
 }
 
 // Build reads the certificate, token, CA and policy files, and generates
-// the --tls-auto certificates into <dataDir>/pki/.
-func (c *Config) Build(listen, dataDir string, log *slog.Logger) (*Security, error) {
+// the --tls-auto certificates into pkiDir (<data-dir>/pki/).
+func (c *Config) Build(listen, pkiDir string, log *slog.Logger) (*Security, error) {
 	host, _, _ := net.SplitHostPort(listen)
 	sec := &Security{Auth: &auth.Authenticator{}}
 	if c.TokenAuthFile != "" {
@@ -210,7 +210,7 @@ func (c *Config) Build(listen, dataDir string, log *slog.Logger) (*Security, err
 	}
 	certFile, keyFile := c.TLSCertFile, c.TLSKeyFile
 	if certFile == "" {
-		files, err := pki.Ensure(filepath.Join(dataDir, "pki"), servingHosts(host, splitList(c.TLSSANs)))
+		files, err := pki.Ensure(pkiDir, servingHosts(host, splitList(c.TLSSANs)))
 		if err != nil {
 			return nil, err
 		}

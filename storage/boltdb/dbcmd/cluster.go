@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
 )
@@ -19,7 +20,7 @@ import (
 // the next "serve --cluster-init" in dir starts a new cluster from it. A
 // member's files already in dir are moved aside, never deleted; a member
 // still running there is refused.
-func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr io.Writer) int {
+func stageClusterRestore(ctx context.Context, file string, dir datadir.Layout, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
 		return cli.ExitFailure
@@ -28,14 +29,14 @@ func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr i
 	if err != nil {
 		return fail(err)
 	}
-	cdir := clusterDir(dir)
-	p := cluster.PathsIn(cdir)
+	p := dir.Member()
+	cdir := p.Dir
 	var keptAs string
 	if _, err := os.Stat(cdir); err == nil {
 		if cluster.InUse(p) {
 			return fail(fmt.Errorf("the cluster member in %s is running: stop it first", cdir))
 		}
-		keptAs = cdir + ".pre-restore-" + time.Now().UTC().Format("20060102T150405Z")
+		keptAs = dir.MemberKeptAside(time.Now())
 		if err := os.Rename(cdir, keptAs); err != nil {
 			return fail(fmt.Errorf("keep the old member's files: %w", err))
 		}
@@ -58,6 +59,6 @@ func stageClusterRestore(ctx context.Context, file, dir string, stdout, stderr i
 		fmt.Fprintf(stdout, "the old member's files are kept in %s\n", keptAs)
 	}
 	fmt.Fprintf(stdout, "next: leasehold serve --cluster-init --data-dir %s --cluster-token-file FILE --peer-listen HOST:PORT ... starts the restored cluster (a new CA, a new cluster ID);\n"+
-		"      on the other devices, stop leasehold, move their %s aside, and --join the restored member\n", filepath.Clean(dir), filepath.Join("<data-dir>", "cluster"))
+		"      on the other devices, stop leasehold, move their %s aside, and --join the restored member\n", filepath.Clean(dir.Dir), filepath.Join("<data-dir>", filepath.Base(cdir)))
 	return cli.ExitOK
 }

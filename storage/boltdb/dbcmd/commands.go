@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
 )
@@ -71,14 +72,9 @@ const (
 // directory flag of serve (and its environment twin).
 func dataDirFlags(synopsis, about string, stderr io.Writer) (*cli.FlagSet, *string) {
 	fs := cli.NewFlagSet(synopsis, about, stderr)
-	dir := fs.String("data-dir", "leasehold-data", "the server's data `directory`")
+	dir := fs.String("data-dir", datadir.Default, "the server's data `directory`")
 	return fs, dir
 }
-
-func dbPath(dir string) string { return filepath.Join(dir, "leasehold.db") }
-
-// clusterDir holds a cluster member's files (serve --cluster-init, --join).
-func clusterDir(dir string) string { return filepath.Join(dir, "cluster") }
 
 func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []string, stdout, stderr io.Writer) int {
 	fs, dir := dataDirFlags(backupSynopsis, `Writes a consistent copy of the database to FILE: from the file while no server
@@ -110,7 +106,12 @@ touches it.`, stderr)
 		return cli.ExitFailure
 	}
 	defer os.Remove(tmp.Name())
-	n, via, err := backupTo(ctx, tmp, remote, *dir, *kubeconfig)
+	layout, _, err := datadir.Inspect(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
+		return cli.ExitFailure
+	}
+	n, via, err := backupTo(ctx, tmp, remote, layout, *kubeconfig)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -217,18 +218,18 @@ func undecodable(ctx context.Context, path string, check CheckValue, stderr io.W
 
 // backupTo copies the database to w: from the file when no server holds
 // it, else through the running server.
-func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir, kubeconfig string) (int64, string, error) {
-	if _, err := os.Stat(cluster.PathsIn(clusterDir(dir)).State); kubeconfig == "" && err == nil {
+func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir datadir.Layout, kubeconfig string) (int64, string, error) {
+	if _, err := os.Stat(dir.Member().State); kubeconfig == "" && err == nil {
 		// A member's data is etcd's, which only the running member reads.
-		kubeconfig = filepath.Join(dir, "kubeconfig")
+		kubeconfig = dir.Kubeconfig()
 	}
 	if kubeconfig == "" {
-		path := dbPath(dir)
+		path := dir.Database()
 		n, err := boltdb.BackupFile(ctx, path, w)
 		if !errors.Is(err, boltdb.ErrLocked) {
 			return n, "from " + path, err
 		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
+		kubeconfig = dir.Kubeconfig()
 		if _, serr := os.Stat(kubeconfig); serr != nil {
 			return 0, "", fmt.Errorf("%w; and no %s to reach the running server: pass --kubeconfig", err, kubeconfig)
 		}
@@ -254,7 +255,8 @@ directory and --join it. Members of the old cluster cannot join the new one.`, s
 	if code, stop := fs.Stop(err); stop {
 		return code
 	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
+	layout, err := datadir.Open(*dir)
+	if err != nil {
 		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
 		return cli.ExitFailure
 	}
@@ -264,13 +266,13 @@ directory and --join it. Members of the old cluster cannot join the new one.`, s
 		return cli.ExitFailure
 	}
 	if snap {
-		return stageClusterRestore(ctx, file, *dir, stdout, stderr)
+		return stageClusterRestore(ctx, file, layout, stdout, stderr)
 	}
-	if _, err := os.Stat(cluster.PathsIn(clusterDir(*dir)).State); err == nil {
+	if _, err := os.Stat(layout.Member().State); err == nil {
 		fmt.Fprintf(stderr, "leasehold restore: %s holds a cluster member, and %s is a single-device backup: restore a cluster snapshot, or restore into another data directory\n", *dir, file)
 		return cli.ExitFailure
 	}
-	path := dbPath(*dir)
+	path := layout.Database()
 	if err := boltdb.Restore(ctx, file, path); err != nil {
 		fmt.Fprintf(stderr, "leasehold restore: %v\n", err)
 		return cli.ExitFailure
@@ -286,7 +288,12 @@ func compact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, stop := fs.Stop(fs.ParseNoArgs(args)); stop {
 		return code
 	}
-	path := dbPath(*dir)
+	layout, _, err := datadir.Inspect(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold compact: %v\n", err)
+		return cli.ExitFailure
+	}
+	path := layout.Database()
 	before, after, err := boltdb.CompactFile(ctx, path)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold compact: %v\n", err)

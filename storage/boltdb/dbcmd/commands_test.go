@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/storage/boltdb"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestBackupRefusesToOverwrite(t *testing.T) {
 	ctx := context.Background()
 	dataDir := t.TempDir()
-	st, err := boltdb.Open(ctx, dbPath(dataDir), boltdb.Options{})
+	st, err := boltdb.Open(ctx, datadir.At(dataDir).Database(), boltdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestPublishWithoutReplace(t *testing.T) {
 func TestRestoreRefusesASingleDeviceBackupIntoAMember(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
-	st, err := boltdb.Open(ctx, dbPath(src), boltdb.Options{})
+	st, err := boltdb.Open(ctx, datadir.At(src).Database(), boltdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,18 +119,18 @@ func TestRestoreRefusesASingleDeviceBackupIntoAMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.MkdirAll(clusterDir(dir), 0o700); err != nil {
+	if err := os.MkdirAll(datadir.At(dir).Member().Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(clusterDir(dir), "member.json"), []byte("{}"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(datadir.At(dir).Member().Dir, "member.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := RestoreCommand.Run(ctx, []string{"--data-dir", dir, dbPath(src)}, &stdout, &stderr)
+	code := RestoreCommand.Run(ctx, []string{"--data-dir", dir, datadir.At(src).Database()}, &stdout, &stderr)
 	if code != cli.ExitFailure || !strings.Contains(stderr.String(), "holds a cluster member") {
 		t.Errorf("restore: exit %d, stderr %q", code, stderr.String())
 	}
-	if _, err := os.Stat(dbPath(dir)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("restore wrote %s anyway (%v)", dbPath(dir), err)
+	if _, err := os.Stat(datadir.At(dir).Database()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("restore wrote %s anyway (%v)", datadir.At(dir).Database(), err)
 	}
 }

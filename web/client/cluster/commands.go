@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 
@@ -96,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	path := *kc
 	if path == "" {
 		if path = os.Getenv("KUBECONFIG"); path == "" {
-			path = "leasehold-data/kubeconfig"
+			path = datadir.At(datadir.Default).Kubeconfig()
 		}
 	}
 	cfg, err := lease.LoadKubeconfig(path, "")

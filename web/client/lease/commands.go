@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 )
 
@@ -105,7 +105,7 @@ HTTPS is tried first, then plain HTTP. The server is verified with
 
 func healthcheckCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(healthcheckSynopsis, healthcheckAbout, stderr)
-	dir := fs.String("data-dir", "leasehold-data", "the server's data `directory`")
+	dir := fs.String("data-dir", datadir.Default, "the server's data `directory`")
 	listen := fs.String("listen", "127.0.0.1:8080", "the server's `address`")
 	url := fs.String("url", "", "full `URL` to probe instead, e.g. https://127.0.0.1:8443/readyz")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
@@ -122,7 +122,7 @@ func healthcheckCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 			return cli.ExitUsage
 		}
 	}
-	if err := ProbeReady(ctx, urls, filepath.Join(*dir, "pki", "ca.crt")); err != nil {
+	if err := ProbeReady(ctx, urls, datadir.At(*dir).TLSCA()); err != nil {
 		fmt.Fprintf(stderr, "leasehold healthcheck: %v\n", err)
 		return cli.ExitFailure
 	}
