@@ -37,10 +37,12 @@ type layerRule struct {
 }
 
 // serverPackages are web's server side, clientPackages its client side.
-// web/kubeconfig is a leaf both sides may use; cli, outside the layers, is
-// the leaf every command uses. Their own rules keep them leaves.
+// web/kubeconfig is a leaf both sides may use; storage/cluster/clusterapi
+// is the cluster's wire contract, which the server, its clients and the
+// member share. cli, datadir and pki sit outside the four layers as leaves
+// any of them may use. Their own rules keep them leaves.
 var (
-	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/pki/...", "web/sdnotify/..."}
+	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/sdnotify/..."}
 	clientPackages = []string{"web/client/..."}
 )
 
@@ -60,11 +62,11 @@ var layerRules = []layerRule{
 		why: "strategies and their wazero host implement plugins/abi's contract; engine, storage, web and the Kubernetes libraries have no place in a strategy runner or its tests"},
 	{pkgs: serverPackages, deny: []string{"storage/boltdb/...", "storage/etcd/...", "storage/backend/...", "go.etcd.io/bbolt", "github.com/tetratelabs/wazero"},
 		why: "web serves HTTP: backends and the WASM runtime are wired by main, never imported by web"},
-	{pkgs: serverPackages, deny: []string{"storage/..."}, direct: true,
-		why: "the server reaches storage only through engine's contract"},
+	{pkgs: serverPackages, deny: []string{"storage/..."}, direct: true, allow: []string{"storage/cluster/clusterapi"},
+		why: "the server reaches storage only through engine's contract, and the cluster's only through its wire contract (the membership it serves is handed to it)"},
 	{pkgs: serverPackages, deny: clientPackages,
 		why: "the server does not depend on client tools; what both need (the kubeconfig renderer) is a shared leaf"},
-	{pkgs: clientPackages, deny: append([]string{"engine/...", "storage/...", "plugins/..."}, serverPackages...),
+	{pkgs: clientPackages, deny: append([]string{"engine/...", "storage/...", "plugins/..."}, serverPackages...), allow: []string{"storage/cluster/clusterapi"},
 		why: "client tools talk to a server over the wire as any Kubernetes client would; sharing the server's internals would hide wire incompatibilities"},
 	{pkgs: []string{"cli"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/..."},
 		why: "the flag helper is shared by commands on every layer, so it must be a leaf: standard library only"},
@@ -73,9 +75,11 @@ var layerRules = []layerRule{
 	{pkgs: []string{"web/kubeconfig"}, deny: []string{"web/...", "engine/...", "storage/...", "plugins/...", "k8s.io/", "github.com/"},
 		allow: []string{"web/kubeconfig"},
 		why:   "the kubeconfig renderer is shared by the server (which writes one at start) and the clients, so it must be a leaf"},
-	{pkgs: []string{"web/clusterjoin"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/..."},
-		allow: []string{"web/clusterjoin"},
-		why:   "the join handshake's wire contract is shared by the admitting server and the joining client, which must agree on every byte, so it must be a leaf: standard library only"},
+	{pkgs: []string{"storage/cluster/clusterapi"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "datadir", "pki", "cli"},
+		allow: []string{"storage/cluster/clusterapi"},
+		why:   "the cluster's wire contract (join handshake, status, errors) is shared by the member, the joiner, the web server and \"leasehold cluster\", which must agree on every byte, so it must be a leaf: standard library only"},
+	{pkgs: []string{"pki"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "datadir", "cli"},
+		why: "certificates are issued by the web server (--tls-auto) and by the cluster's CA (storage/cluster), so the issuer must be a leaf: standard library crypto only"},
 	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},
 		why: "client-go and chromedp are for tests only; the server binary stays small (Prometheus' client and parser come in with the embedded etcd server, which registers its metrics with them)"},
 }

@@ -1,7 +1,8 @@
 package main
 
-// "leasehold serve": its flags, by concern, and the assembly of storage,
-// engine, election, plugins and web into the server.
+// "leasehold serve": the assembly of storage, engine, election, plugins
+// and web into the server, from the configuration command_serve.go
+// resolved.
 
 import (
 	"context"
@@ -11,17 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/version"
-
-	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
@@ -30,163 +24,29 @@ import (
 	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
-	"github.com/leasehold/leasehold/storage/etcd"
 	"github.com/leasehold/leasehold/web"
-	"github.com/leasehold/leasehold/web/kubeconfig"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/sdnotify"
 	"github.com/leasehold/leasehold/web/security"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
-// ---------------------------------------------------------------------------
-// serve: flags, by concern
-// ---------------------------------------------------------------------------
-
-var serveCommand = cli.Command{
-	Name:     "serve",
-	Synopsis: "[serve] [flags]",
-	Summary:  `run the server (default command; see "leasehold serve --help")`,
-	Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		fs := cli.NewFlagSet("serve [flags]", serveAbout, stderr)
-		cfg, err := parseServeFlags(fs, args)
-		if code, stop := fs.Stop(err); stop {
-			return code
-		}
-		if err := serve(ctx, cfg, stdout); err != nil {
-			fmt.Fprintf(stderr, "leasehold: %v\n", err)
-			return cli.ExitFailure
-		}
-		return cli.ExitOK
-	},
+// server is one "leasehold serve" as it is assembled.
+type server struct {
+	cfg     serveConfig
+	log     *slog.Logger
+	commits web.CommitHealth
+	store   backend.Store
+	dbPath  string // the storage as logs and the UI name it
+	eng     *engine.Engine
+	plugins *host.Host
+	// ctrl is the election controller this server runs, nil while another
+	// server sharing the store leads.
+	ctrl atomic.Pointer[election.Controller]
+	// memberStopped is closed when a cluster member's etcd member stops
+	// (nil on other storage).
+	memberStopped <-chan struct{}
 }
-
-const serveAbout = `Serves the Kubernetes Lease API (coordination.k8s.io: Leases and
-LeaseCandidates, with the Namespaces and Events clients expect), discovery,
-OpenAPI, health, metrics and the web UI from one process, with the database in --data-dir (or etcd, --storage etcd). It
-runs the coordinated leader-election controller with the strategy modules of
---plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
-command, or with flags only, is "leasehold serve".`
-
-// serveConfig is the parsed and validated configuration of "leasehold
-// serve": the server's own flags here, the rest by concern.
-type serveConfig struct {
-	Listen string
-	// DataDir is --data-dir; Layout names every file under it.
-	DataDir         string
-	Layout          datadir.Layout
-	WriteKubeconfig string
-	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile     string
-	PluginsDir    string
-	PluginTimeout time.Duration
-	// FirstGrantWait is election.Options.FirstGrantWait.
-	FirstGrantWait time.Duration
-	MaxBodyBytes   int
-	ShutdownDelay  time.Duration
-
-	// NamespaceLifecycle is --namespace-lifecycle (implicit or strict).
-	NamespaceLifecycle engine.NamespaceLifecycle
-	// EventTTL, EventMaxCount and EventMaxBytes bound the stored Events.
-	EventTTL      time.Duration
-	EventMaxCount int
-	EventMaxBytes int
-
-	// PluginTrustKeys are the files of public keys whose signatures make
-	// a plugins-directory module loadable (empty: no verification).
-	PluginTrustKeys []string
-
-	Storage       backend.Config
-	Security      *security.Config
-	Limits        web.Limits
-	Observability web.Observability
-}
-
-func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
-	var cfg serveConfig
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on")
-	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
-	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
-	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
-	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
-	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
-	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
-	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
-	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
-	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
-	nsLifecycle := fs.String("namespace-lifecycle", string(engine.NamespacesImplicit), "what a create into a missing namespace does: \"implicit\" creates the namespace, \"strict\" answers 404 namespaces \"x\" not found as kube-apiserver")
-	fs.DurationVar(&cfg.EventTTL, "event-ttl", engine.DefaultEventTTL, "how long an Event is kept after its last write")
-	fs.IntVar(&cfg.EventMaxCount, "event-max-count", engine.DefaultEventMaxCount, "most Events stored; beyond it the oldest are deleted")
-	fs.IntVar(&cfg.EventMaxBytes, "event-max-bytes", engine.DefaultEventMaxBytes, "most `bytes` of stored Events; beyond it the oldest are deleted")
-	cfg.Storage.RegisterFlags(fs.FlagSet)
-	cfg.Security = security.RegisterFlags(fs.FlagSet)
-	cfg.Limits.RegisterFlags(fs.FlagSet)
-	cfg.Observability.RegisterFlags(fs.FlagSet)
-	if err := fs.ParseNoArgs(args); err != nil {
-		return cfg, err
-	}
-	if err := cfg.Observability.Validate(); err != nil {
-		return cfg, err
-	}
-	var err error
-	if cfg.NamespaceLifecycle, err = engine.ParseNamespaceLifecycle(*nsLifecycle); err != nil {
-		return cfg, fmt.Errorf("invalid --namespace-lifecycle: %w", err)
-	}
-	if cfg.EventTTL <= 0 || cfg.EventMaxCount <= 0 || cfg.EventMaxBytes <= 0 {
-		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
-	}
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		return cfg, fmt.Errorf("invalid --listen %q: %w", cfg.Listen, err)
-	}
-	if cfg.DataDir == "" {
-		return cfg, errors.New("--data-dir must not be empty")
-	}
-	cfg.Layout = datadir.At(cfg.DataDir)
-	if cfg.WriteKubeconfig == "" {
-		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
-	}
-	if cfg.PluginsDir == "" {
-		cfg.PluginsDir = cfg.Layout.Plugins()
-	}
-	for _, f := range strings.Split(*trustKeys, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			cfg.PluginTrustKeys = append(cfg.PluginTrustKeys, f)
-		}
-	}
-	if cfg.PluginTimeout <= 0 {
-		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
-	}
-	if cfg.FirstGrantWait < 0 {
-		return cfg, fmt.Errorf("invalid --election-first-grant-wait %s: must not be negative", cfg.FirstGrantWait)
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
-	}
-	if err := cfg.Limits.Validate(); err != nil {
-		return cfg, err
-	}
-	// A data directory that holds a cluster member restarts it, whatever
-	// the flags: serving a fresh bbolt database from it would split the
-	// device off its cluster without a word.
-	if _, err := os.Stat(cfg.Layout.Member().State); err == nil {
-		cfg.Storage.Cluster.Rejoin = true
-	}
-	// Likewise a replica of a cluster (--replica) restarts as one.
-	if _, err := os.Stat(cfg.Layout.Replica().State); err == nil {
-		cfg.Storage.Cluster.Replica = true
-	}
-	if _, err := os.Stat(cfg.Layout.Member().RestoreSnapshot); err == nil && !cfg.Storage.Cluster.Enabled() {
-		return cfg, fmt.Errorf("%s holds a cluster snapshot staged by leasehold restore: start the restored cluster with --cluster-init (and the member flags), or remove it", cfg.DataDir)
-	}
-	if err := cfg.Storage.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, cfg.Security.Validate(cfg.Listen)
-}
-
-// ---------------------------------------------------------------------------
-// serve: wiring storage, engine, election, plugins and web
-// ---------------------------------------------------------------------------
 
 // serve runs the server until ctx is done.
 func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
@@ -195,7 +55,6 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err := web.StartProfiling(ctx, cfg.Observability.ProfilingListen, cfg.Security.AllowUnauthenticatedNetwork, logger); err != nil {
 		return err
 	}
-
 	if _, err := datadir.Open(cfg.DataDir); err != nil {
 		return err
 	}
@@ -203,60 +62,98 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cs, err := prepareCluster(ctx, &cfg, logger.With("component", "cluster"))
-	if err != nil {
-		return err
-	}
-	if err := prepareReplica(ctx, &cfg, logger.With("component", "cluster")); err != nil {
-		return err
-	}
-	if cfg.Storage.Shared() {
-		// gRPC (under the etcd client and server) would otherwise write
-		// its errors unlabelled to standard error.
-		etcd.RouteGRPCLogs(logger)
-	}
-	if m := cfg.Storage.Cluster.Member; m != nil {
-		m.Logger = logger.With("component", "cluster")
-		m.EtcdLogger = logger.With("component", "etcd")
-	}
-	ops := newServeOps(cfg.Observability)
-	store, dbPath, err := backend.Open(ctx, cfg.Storage, cfg.Layout, ops.onCommit, logger.With("component", "storage"))
+	s := &server{cfg: cfg, log: logger, commits: web.CommitHealth{Metrics: metrics.New()}}
+	s.commits.Metrics.SetPerLease(cfg.Observability.MetricsPerLease)
+	// A cluster member or a replica is provisioned (or joins) first.
+	s.store, s.dbPath, err = backend.Open(ctx, backend.Options{
+		Config: cfg.Storage, Mode: cfg.StorageMode, Dir: cfg.Layout, OnCommit: s.commits.Observe,
+		Logger: logger.With("component", "storage"), GRPCLogger: logger,
+		ClusterLogger: logger.With("component", "cluster"), EtcdLogger: logger.With("component", "etcd"),
+		ControllerElection: electionControllerName,
+	})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := store.Close(); err != nil {
-			logger.Error("Closing storage failed", "storage", dbPath, "err", err)
+		if err := s.store.Close(); err != nil {
+			logger.Error("Closing storage failed", "storage", s.dbPath, "err", err)
 		}
 	}()
+	if err := s.startEngine(ctx); err != nil {
+		return err
+	}
+	if err := s.loadPlugins(ctx); err != nil {
+		return err
+	}
+	defer s.plugins.Close(context.WithoutCancel(ctx))
+	electionOpts, first, err := s.newElection()
+	if err != nil {
+		return err
+	}
+	// Background work stops before the database closes (deferred above).
+	var background sync.WaitGroup
+	defer background.Wait()
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	background.Go(func() { _ = s.plugins.Run(bgCtx) })
+	background.Go(func() { s.leadElection(bgCtx, electionOpts, first) })
 
-	eng, err := engine.New(engine.Options{Store: store, Logger: logger.With("component", "engine"),
-		WatchQueueBytes: int64(cfg.Limits.WatchQueueBytes), WatchQueueBytesTotal: int64(cfg.Limits.WatchQueueBytesTotal),
-		NamespaceLifecycle: cfg.NamespaceLifecycle,
-		EventTTL:           cfg.EventTTL, EventMaxCount: cfg.EventMaxCount, EventMaxBytes: int64(cfg.EventMaxBytes)})
+	wopts := s.webOptions(sec)
+	srv, err := web.NewServer(wopts)
+	if err != nil {
+		return fmt.Errorf("create HTTP server: %w", err)
+	}
+	ln, serverURL, err := s.listen(sec)
+	if err != nil {
+		return err
+	}
+	logger.Info("Serving the Lease API", "url", serverURL, "storage", s.dbPath,
+		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
+	if cfg.ReadyFile != "" {
+		if err := sdnotify.WriteReadyFile(cfg.ReadyFile, serverURL); err != nil {
+			ln.Close()
+			return err
+		}
+		defer os.Remove(cfg.ReadyFile)
+	}
+	sdnotify.Follow(bgCtx, ctx, &background, web.AllPass(wopts.ReadyChecks), web.CheckNamed(wopts.ReadyChecks, "storage"),
+		"serving the Lease API at "+serverURL, logger)
+	err = s.serveUntilDone(ctx, bgCtx, &background, srv, ln)
+	stopBackground()
+	if err == nil {
+		logger.Info("Stopped serving")
+	}
+	return err
+}
+
+// startEngine starts the Kubernetes semantics over the store.
+func (s *server) startEngine(ctx context.Context) error {
+	opts := s.cfg.Engine
+	opts.Store, opts.Logger = s.store, s.log.With("component", "engine")
+	opts.WatchQueueBytes, opts.WatchQueueBytesTotal = int64(s.cfg.Limits.WatchQueueBytes), int64(s.cfg.Limits.WatchQueueBytesTotal)
+	eng, err := engine.New(opts)
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
+	s.eng = eng
+	return eng.Start(ctx)
+}
 
-	// Strategy modules: the embedded built-ins are compiled (from the disk
-	// cache when warm) before the server reports ready; the plugins
-	// directory is then watched for new, changed and removed modules.
-	// ctrl is the election controller this replica runs, nil while another
-	// replica sharing the store leads.
-	var ctrl atomic.Pointer[election.Controller]
-	trust, err := pluginTrust(cfg, logger)
+// loadPlugins compiles the embedded built-in strategies (from the disk
+// cache when warm) before the server reports ready; the plugins directory
+// is then watched for new, changed and removed modules.
+func (s *server) loadPlugins(ctx context.Context) error {
+	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
+	trust, err := signature.LoadTrust(s.cfg.PluginTrustKeys, s.cfg.PluginsDir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
 	if err != nil {
 		return err
 	}
-	plugins, err := host.New(ctx, host.Options{
-		Dir:      cfg.PluginsDir,
-		CacheDir: cfg.Layout.WASMCache(),
-		Logger:   logger,
+	s.plugins, err = host.New(ctx, host.Options{
+		Dir:      s.cfg.PluginsDir,
+		CacheDir: s.cfg.Layout.WASMCache(),
+		Logger:   s.log,
 		OnChange: func() {
-			if c := ctrl.Load(); c != nil {
+			if c := s.ctrl.Load(); c != nil {
 				c.Resync()
 			}
 		},
@@ -265,309 +162,142 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
 	}
-	defer plugins.Close(context.WithoutCancel(ctx))
+	return nil
+}
 
-	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
+// newElection makes the first election controller; a single server runs
+// it at once, and is ready only once it synced.
+func (s *server) newElection() (election.Options, *election.Controller, error) {
+	opts := election.Options{Engine: s.eng, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
-		DecideTimeout: cfg.PluginTimeout,
+		DecideTimeout: s.cfg.PluginTimeout,
 		// Decide only once the plugins directory's modules are loaded
 		// (bounded by the controller's StrategiesLoadWait), so that a
 		// custom strategy is not judged missing at every start.
-		StrategiesLoaded: plugins.Loaded(),
-		FirstGrantWait:   firstGrantWait(cfg.FirstGrantWait)}
-	if fb, ok := plugins.Builtin(abi.BuiltinStrategy); ok {
-		electionOpts.Fallback = fb
+		StrategiesLoaded: s.plugins.Loaded(),
+		FirstGrantWait:   s.cfg.FirstGrantWait}
+	if fb, ok := s.plugins.Builtin(abi.BuiltinStrategy); ok {
+		opts.Fallback = fb
 	}
-	first, err := election.New(electionOpts)
+	first, err := election.New(opts)
 	if err != nil {
-		return fmt.Errorf("start election controller: %w", err)
+		return opts, nil, fmt.Errorf("start election controller: %w", err)
 	}
-	if !cfg.Storage.Shared() {
-		ctrl.Store(first) // a single server is ready only once its controller synced
+	if !s.cfg.StorageMode.Shared() {
+		s.ctrl.Store(first)
 	}
-	// Background work stops before the database closes (deferred above).
-	var background sync.WaitGroup
-	defer background.Wait()
-	bgCtx, stopBackground := context.WithCancel(ctx)
-	defer stopBackground()
-	background.Go(func() { _ = plugins.Run(bgCtx) })
-	// The controller and its candidate GC run on one replica at a time: the
-	// store elects it (at once on bbolt), and a successor starts a fresh
-	// controller with fresh caches.
-	background.Go(func() {
-		storage.Lead(bgCtx, store, electionControllerName, time.Second, logger.With("component", "election"), func(ctx context.Context) {
-			c := first
-			first = nil // each term gets a fresh controller
-			if c == nil {
-				var err error
-				if c, err = election.New(electionOpts); err != nil {
-					logger.Error("Starting the election controller failed", "err", err)
-					return
-				}
-			}
-			ctrl.Store(c)
-			defer ctrl.Store(nil)
-			_ = c.Run(ctx)
-		})
-	})
+	return opts, first, nil
+}
 
-	wopts := web.Options{
-		Engine:              eng,
-		Logger:              logger.With("component", "web"),
-		Version:             versionInfo(),
-		MaxRequestBodyBytes: cfg.MaxBodyBytes,
-		UI: ui.Sources{
-			Storage:     store.Stats,
-			StoragePath: dbPath,
-			Modules:     plugins.Modules,
-			Decisions:   eng.Decisions,
+// leadElection runs the controller and its candidate GC on one server at a
+// time: the store elects it (at once on bbolt), and a successor starts a
+// fresh controller with fresh caches.
+func (s *server) leadElection(ctx context.Context, opts election.Options, first *election.Controller) {
+	storage.Lead(ctx, s.store, electionControllerName, time.Second, s.log.With("component", "election"), func(ctx context.Context) {
+		c := first
+		first = nil // each term gets a fresh controller
+		if c == nil {
+			var err error
+			if c, err = election.New(opts); err != nil {
+				s.log.Error("Starting the election controller failed", "err", err)
+				return
+			}
+		}
+		s.ctrl.Store(c)
+		defer s.ctrl.Store(nil)
+		_ = c.Run(ctx)
+	})
+}
+
+// webOptions are the web server's options: the API, security, limits,
+// metrics, kube-apiserver-like named readiness checks (/readyz/storage,
+// /readyz/plugins, /readyz/election-controller; the server adds shutdown)
+// and the online backup. A cluster member serves its membership
+// endpoints, and stops serving when its etcd member stops (removed from
+// the cluster, or failed): answering from a member that is no longer one
+// would be wrong.
+func (s *server) webOptions(sec *security.Security) web.Options {
+	opts := web.Options{
+		Engine: s.eng, Logger: s.log.With("component", "web"),
+		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
+		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
+		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.eng.Decisions},
+		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
+		Limits: s.cfg.Limits, ShutdownDelay: s.cfg.ShutdownDelay, Metrics: s.commits.Metrics,
+		Election: func() (election.Stats, bool) {
+			if c := s.ctrl.Load(); c != nil {
+				return c.Stats(), true
+			}
+			return election.Stats{}, false
+		},
+		ReadyChecks: []web.Check{
+			s.commits.StorageCheck(func(ctx context.Context) error { _, err := s.store.Stats(ctx); return err }),
+			{Name: "plugins", Check: s.plugins.Ready},
+			{Name: "election-controller", Check: func() error {
+				if c := s.ctrl.Load(); c != nil {
+					return c.Deciding()
+				}
+				return nil
+			}},
 		},
 	}
-	if r, ok := store.(storage.MemoryReleaser); ok {
-		wopts.OnIdle = r.ReleaseMemory
+	if r, ok := s.store.(storage.MemoryReleaser); ok {
+		opts.OnIdle = r.ReleaseMemory
 	}
-	// A cluster member serves its membership endpoints, and stops serving
-	// when its etcd member stops (removed from the cluster, or failed):
-	// answering from a member that is no longer one would be wrong.
-	var memberStopped <-chan struct{}
-	if ms, ok := store.(*backend.MemberStore); ok && cs != nil {
-		wopts.Cluster = cs.endpoints(ms.Member(), ms)
-		wopts.UI.Cluster = wopts.Cluster.Status
-		memberStopped = ms.Member().Stopped()
+	if b, ok := s.store.(storage.Backuper); ok {
+		opts.Backup = b.Backup
 	}
-	ops.configure(&wopts, cfg, sec, store, plugins, &ctrl)
-	srv, err := web.NewServer(wopts)
-	if err != nil {
-		return fmt.Errorf("create HTTP server: %w", err)
+	if ms, ok := s.store.(*backend.MemberStore); ok {
+		opts.Cluster = ms.Membership()
+		opts.UI.Cluster = func(ctx context.Context) (any, error) { return ms.Membership().Status(ctx) }
+		s.memberStopped = ms.Member().Stopped()
 	}
+	return opts
+}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+// listen opens the API's listener and writes the kubeconfig for it.
+func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, "", fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	serverURL := security.ServerURL(sec.Scheme(), ln.Addr().String())
-
-	if cfg.WriteKubeconfig != "-" {
-		content, err := sec.Kubeconfig(serverURL)
-		if err == nil {
-			err = kubeconfig.Write(cfg.WriteKubeconfig, content)
-		}
-		if err != nil {
+	if path := s.cfg.WriteKubeconfig; path != "-" {
+		if err := sec.WriteKubeconfig(path, serverURL, s.log); err != nil {
 			ln.Close()
-			return err
+			return nil, "", err
 		}
-		abs, _ := filepath.Abs(cfg.WriteKubeconfig)
-		logger.Info("Wrote kubeconfig", "path", abs, "mode", "0600", "user", sec.TokenUser, "hint", "export KUBECONFIG="+abs)
 	}
+	return ln, serverURL, nil
+}
 
-	logger.Info("Serving the Lease API", "url", serverURL, "storage", dbPath,
-		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
-	if cfg.ReadyFile != "" {
-		if err := writeReadyFile(cfg.ReadyFile, serverURL); err != nil {
-			ln.Close()
-			return err
-		}
-		defer os.Remove(cfg.ReadyFile)
-	}
+// serveUntilDone serves on ln until ctx is done, or until a cluster
+// member's etcd member stops.
+func (s *server) serveUntilDone(ctx, bgCtx context.Context, background *sync.WaitGroup, srv *web.Server, ln net.Listener) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	var stoppedMember atomic.Bool
-	if memberStopped != nil {
+	if s.memberStopped != nil {
 		background.Go(func() {
 			select {
-			case <-memberStopped:
-				stoppedMember.Store(true)
-				logger.Error("The embedded etcd member stopped (removed from the cluster?); stopping the server")
+			case <-s.memberStopped:
+				s.log.Error("The embedded etcd member stopped (removed from the cluster?); stopping the server")
 				stopServing()
 			case <-bgCtx.Done():
 			}
 		})
 	}
-	sdnotify.Follow(bgCtx, ctx, &background, allPass(wopts.ReadyChecks), checkNamed(wopts.ReadyChecks, "storage"),
-		"serving the Lease API at "+serverURL, logger)
 	if err := srv.Serve(serveCtx, ln); err != nil {
-		stopBackground()
 		return fmt.Errorf("serve: %w", err)
 	}
-	stopBackground()
-	if stoppedMember.Load() {
+	select {
+	case <-s.memberStopped: // never on other storage (nil)
 		return errors.New("the embedded etcd member stopped")
+	default:
+		return nil
 	}
-	logger.Info("Stopped serving")
-	return nil
 }
 
 // electionControllerName is the storage election that picks the one
 // server (of replicas or cluster members) running the election controller.
 const electionControllerName = "election-controller"
-
-// firstGrantWait maps --election-first-grant-wait to
-// election.Options.FirstGrantWait, where zero means the default and a
-// negative value none.
-func firstGrantWait(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
-// allPass is a readiness check that passes when every check does.
-func allPass(checks []web.Check) func() error {
-	return func() error {
-		for _, c := range checks {
-			if err := c.Check(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
-// checkNamed returns the check called name, nil when there is none.
-func checkNamed(checks []web.Check, name string) func() error {
-	for _, c := range checks {
-		if c.Name == name {
-			return c.Check
-		}
-	}
-	return nil
-}
-
-// writeReadyFile writes url and a newline to path atomically (through a
-// temporary file and a rename), so that a parent polling for the file never
-// reads it half-written.
-func writeReadyFile(path, url string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
-		return fmt.Errorf("write ready file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write ready file: %w", err)
-	}
-	return nil
-}
-
-// versionInfo is what /version reports: the Kubernetes release leasehold
-// implements, with leasehold's own version as semver build metadata (as k3s
-// does with "+k3s1").
-func versionInfo() version.Info {
-	commit, treeState, buildDate := "", "clean", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					treeState = "dirty"
-				}
-			case "vcs.time":
-				buildDate = s.Value
-			}
-		}
-	}
-	return version.Info{
-		Major:                 kubeMajor,
-		Minor:                 kubeMinor,
-		EmulationMajor:        kubeMajor,
-		EmulationMinor:        kubeMinor,
-		MinCompatibilityMajor: kubeMajor,
-		MinCompatibilityMinor: kubeMinCompatMinor,
-		GitVersion:            "v" + kubeMajor + "." + kubeMinor + ".0+leasehold-" + strings.TrimPrefix(Version, "v"),
-		GitCommit:             commit,
-		GitTreeState:          treeState,
-		BuildDate:             buildDate,
-		GoVersion:             runtime.Version(),
-		Compiler:              runtime.Compiler,
-		Platform:              runtime.GOOS + "/" + runtime.GOARCH,
-	}
-}
-
-// serveOps wires the operational side of serve: metrics, the named
-// readiness checks and the online backup.
-type serveOps struct {
-	metrics *metrics.Registry
-	// commitErr is the error of the last storage commit, nil after a
-	// successful one: the "storage" check fails while writes fail.
-	commitErr atomic.Pointer[error]
-}
-
-func newServeOps(c web.Observability) *serveOps {
-	o := &serveOps{metrics: metrics.New()}
-	o.metrics.SetPerLease(c.MetricsPerLease)
-	return o
-}
-
-// onCommit observes the bbolt backend's commits (backend.Open).
-func (o *serveOps) onCommit(d time.Duration, writes int, err error) {
-	o.metrics.ObserveCommit(d, writes, err)
-	if err != nil {
-		o.commitErr.Store(&err)
-	} else if o.commitErr.Load() != nil {
-		o.commitErr.Store(nil)
-	}
-}
-
-// configure adds security, limits, metrics, health checks and backup to
-// the web server's options.
-func (o *serveOps) configure(opts *web.Options, cfg serveConfig, sec *security.Security, store backend.Store,
-	plugins *host.Host, ctrl *atomic.Pointer[election.Controller]) {
-	opts.TLS, opts.Auth, opts.Policies = sec.TLS, sec.Auth, sec.Policies
-	opts.Limits = cfg.Limits
-	opts.ShutdownDelay = cfg.ShutdownDelay
-	opts.Metrics = o.metrics
-	opts.Election = func() (election.Stats, bool) {
-		if c := ctrl.Load(); c != nil {
-			return c.Stats(), true
-		}
-		return election.Stats{}, false
-	}
-	if b, ok := store.(storage.Backuper); ok {
-		opts.Backup = b.Backup
-	}
-	// kube-apiserver-like named checks: /readyz/storage,
-	// /readyz/plugins, /readyz/election-controller (and shutdown, added
-	// by the server).
-	opts.ReadyChecks = []web.Check{
-		{Name: "storage", Check: func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			if _, err := store.Stats(ctx); err != nil {
-				return fmt.Errorf("storage: %w", err)
-			}
-			if p := o.commitErr.Load(); p != nil {
-				return fmt.Errorf("the last storage commit failed: %w", *p)
-			}
-			return nil
-		}},
-		{Name: "plugins", Check: plugins.Ready},
-		{Name: "election-controller", Check: func() error {
-			if c := ctrl.Load(); c != nil {
-				return c.Deciding()
-			}
-			return nil
-		}},
-	}
-}
-
-// pluginTrust loads --plugin-trust-keys. Without it every module of the
-// plugins directory is loaded, as before signing existed; a server that
-// listens beyond loopback says so at start, since whoever can write that
-// directory then decides every coordinated election.
-func pluginTrust(cfg serveConfig, logger *slog.Logger) (*signature.Keyring, error) {
-	if len(cfg.PluginTrustKeys) == 0 {
-		if listenHost, _, err := net.SplitHostPort(cfg.Listen); err == nil && !security.IsLoopbackHost(listenHost) {
-			logger.Warn("Strategy modules are not verified: any .wasm in the plugins directory is loaded; sign modules and pass --plugin-trust-keys",
-				"plugins_dir", cfg.PluginsDir, "listen", cfg.Listen)
-		}
-		return nil, nil
-	}
-	trust, err := signature.LoadKeyring(cfg.PluginTrustKeys...)
-	if err != nil {
-		return nil, fmt.Errorf("--plugin-trust-keys: %w", err)
-	}
-	logger.Info("Strategy modules must be signed", "plugins_dir", cfg.PluginsDir, "trusted_key_ids", strings.Join(trust.IDs(), ","))
-	return trust, nil
-}

@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/apiserver"
-	"github.com/leasehold/leasehold/web/clusterjoin"
 )
 
 // The membership endpoints of a server running an embedded etcd member.
@@ -21,38 +21,26 @@ import (
 // authenticated by the cluster token alone, since a joiner has no other
 // credential yet.
 const (
-	clusterPath        = "/leasehold/v1/cluster"
-	clusterJoinPath    = clusterjoin.Path
-	clusterMembersPath = "/leasehold/v1/cluster/members/"
+	clusterPath        = clusterapi.StatusPath
+	clusterJoinPath    = clusterapi.JoinPath
+	clusterMembersPath = clusterapi.MembersPath
 )
 
-// Cluster serves the membership endpoints; every field is required.
-type Cluster struct {
+// Cluster is the member's side of the membership endpoints
+// (storage/cluster's Membership); web checks the joiner's proof and maps
+// the answers to HTTP.
+type Cluster interface {
 	// Token is the cluster token a joiner must prove it knows.
-	Token []byte
-	// Join admits a member and returns what it needs to start.
-	Join func(ctx context.Context, req ClusterJoinRequest) (ClusterJoinResponse, error)
-	// Status reports the members (JSON-encoded as it is).
-	Status func(ctx context.Context) (any, error)
-	// Remove removes a member by name; ErrNoSuchMember when unknown.
-	Remove func(ctx context.Context, name string) error
+	Token() []byte
+	// Admit admits a member (or a replica) and returns what it needs to
+	// start; an error matching clusterapi.ErrMemberExists answers 409.
+	Admit(ctx context.Context, req clusterapi.JoinRequest) (clusterapi.JoinResponse, error)
+	// Status reports the members.
+	Status(ctx context.Context) (clusterapi.Status, error)
+	// Remove removes a member by name; clusterapi.ErrNoSuchMember answers
+	// 404, and ErrNoQuorum 503 with its message, which says what to do.
+	Remove(ctx context.Context, name string) error
 }
-
-// ErrNoSuchMember makes Cluster.Remove answer 404.
-var ErrNoSuchMember = errors.New("no such member")
-
-// ErrNoQuorum makes Cluster.Remove answer 503 with its message, which
-// says what to do.
-var ErrNoQuorum = errors.New("no quorum")
-
-// ErrMemberExists makes Cluster.Join answer 409.
-var ErrMemberExists = errors.New("member exists")
-
-// ClusterJoinRequest and ClusterJoinResponse are the handshake's bodies.
-type (
-	ClusterJoinRequest  = clusterjoin.Request
-	ClusterJoinResponse = clusterjoin.Response
-)
 
 // clusterJoinMaxAge bounds how long one join may take on the server.
 const clusterJoinMaxAge = 2 * time.Minute
@@ -87,11 +75,11 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 			return
 		}
 		if err := c.Remove(ctx, name); err != nil {
-			if errors.Is(err, ErrNoSuchMember) {
+			if errors.Is(err, clusterapi.ErrNoSuchMember) {
 				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
 				return
 			}
-			if errors.Is(err, ErrNoQuorum) {
+			if errors.Is(err, clusterapi.ErrNoQuorum) {
 				s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
 				return
 			}
@@ -110,7 +98,7 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 	var ekm []byte
 	if st := rc.TLSConnectionState(); st != nil {
 		var err error
-		if ekm, err = st.ExportKeyingMaterial(clusterjoin.EKMLabel, nil, clusterjoin.EKMLength); err != nil {
+		if ekm, err = st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength); err != nil {
 			s.api.WriteError(rc, apierrors.NewBadRequest("the join handshake needs TLS 1.3 (or 1.2 with extended master secret): "+err.Error()))
 			return
 		}
@@ -119,28 +107,28 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 			errors.New("joining over plain HTTP is allowed on loopback only; serve the API over TLS")))
 		return
 	}
-	var req ClusterJoinRequest
+	var req clusterapi.JoinRequest
 	if err := json.Unmarshal(rc.PostBody(), &req); err != nil {
 		s.api.WriteError(rc, apierrors.NewBadRequest("join request: "+err.Error()))
 		return
 	}
-	want := clusterjoin.Proof(s.cluster.Token, clusterjoin.JoinProofLabel, ekm)
+	want := clusterapi.Proof(s.cluster.Token(), clusterapi.JoinProofLabel, ekm)
 	if !hmac.Equal([]byte(req.Proof), []byte(want)) {
 		s.log.Warn("A join with a wrong cluster token was refused", "remote", rc.RemoteIP().String(), "member", req.Name)
 		s.api.WriteError(rc, apierrors.NewUnauthorized("the cluster token does not match"))
 		return
 	}
-	resp, err := s.cluster.Join(ctx, req)
+	resp, err := s.cluster.Admit(ctx, req)
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrMemberExists):
+		case errors.Is(err, clusterapi.ErrMemberExists):
 			s.api.WriteError(rc, apierrors.NewConflict(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, req.Name, err))
 		default:
 			s.api.WriteError(rc, apierrors.NewInternalError(err))
 		}
 		return
 	}
-	resp.Proof = clusterjoin.Proof(s.cluster.Token, clusterjoin.MemberProofLabel, ekm)
+	resp.Proof = clusterapi.Proof(s.cluster.Token(), clusterapi.MemberProofLabel, ekm)
 	if req.Replica {
 		s.log.Info("Admitted a replica", "replica", req.Name, "remote", rc.RemoteIP().String())
 	} else {

@@ -64,7 +64,7 @@ type Options struct {
 	Backup func(ctx context.Context, w io.Writer) (int64, error)
 	// Cluster, when set, serves /leasehold/v1/cluster: the members of an
 	// embedded etcd cluster, their removal, and the join handshake.
-	Cluster *Cluster
+	Cluster Cluster
 	// Limits bound what clients may hold; zero fields get defaults.
 	Limits Limits
 	// ShutdownDelay keeps serving, with /readyz failing, for this long
@@ -109,7 +109,7 @@ type Server struct {
 	authz       auth.Policies
 	metrics     *metrics.Registry
 	backup      func(ctx context.Context, w io.Writer) (int64, error)
-	cluster     *Cluster
+	cluster     Cluster
 	limits      *limiter
 	bodies      bodyBudget
 	// authFailures throttles the access lines of failed authentications.

@@ -2,12 +2,10 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -27,9 +25,11 @@ type Store interface {
 	storage.Elector
 }
 
-// Config is serve's storage configuration.
+// Config is serve's storage configuration: its flags as given. Resolve
+// decides from them and the data directory which storage runs (Mode).
 type Config struct {
-	// Backend is "bbolt" (one file in the data directory) or "etcd".
+	// Backend is --storage: "bbolt" (one file in the data directory) or
+	// "etcd". A member or a replica runs on etcd whatever it says.
 	Backend      string
 	WatchHistory time.Duration
 	// WatchHistoryMaxBytes bounds the memory of the bbolt backend's history.
@@ -40,50 +40,12 @@ type Config struct {
 	EtcdCertFile         string
 	EtcdKeyFile          string
 	EtcdDialTimeout      time.Duration
-	// EtcdAutoSync refreshes the etcd endpoints from the member list: a
-	// replica of an embedded cluster (--replica) follows its members.
-	EtcdAutoSync bool
-	// EtcdIdentity names this server in the etcd backend's election keys
-	// (default the host name): a replica's name.
-	EtcdIdentity string
 	// AcceptMetaFallback opens a bbolt file whose newer meta page is
 	// damaged on the older one (boltdb.Options.AcceptMetaFallback).
 	AcceptMetaFallback bool
-	// Cluster is the embedded etcd member's configuration (Backend
-	// "cluster", chosen by --cluster-init or --join).
-	Cluster Cluster
+	// Cluster holds the flags of an embedded etcd member or a replica.
+	Cluster cluster.Flags
 }
-
-// Cluster holds the flags of an embedded etcd member.
-type Cluster struct {
-	Init bool
-	Join string // any member's API URL
-	// Replica makes --join obtain a client certificate and the members'
-	// client URLs instead of running a member: the server is then an
-	// API-only replica on the etcd backend. A data directory that holds a
-	// replica's files sets it.
-	Replica bool
-	// Rejoin is set when the data directory already holds a member: it
-	// restarts as one with no cluster flag at all.
-	Rejoin        bool
-	Token         string
-	TokenFile     string
-	PeerListen    string // host:port of the etcd peer listener
-	ClientListen  string // host:port of the etcd client listener
-	Name          string // the member's name (default: host name and peer port)
-	AdvertiseHost string // the address other members reach this one at
-	// RequestTimeout bounds each storage request of a member, so that one
-	// cut off from its quorum answers errors instead of hanging.
-	RequestTimeout time.Duration
-
-	// Member is the member to start, filled in by the composition root
-	// once the member's certificates and state are in place (the join
-	// handshake happens over HTTP, which storage does not speak).
-	Member *cluster.Config
-}
-
-// Enabled reports whether serve runs an embedded etcd member.
-func (c *Cluster) Enabled() bool { return !c.Replica && (c.Init || c.Join != "" || c.Rejoin) }
 
 // RegisterFlags adds the storage flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -109,81 +71,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
-// Validate checks the parsed flags.
-func (c *Config) Validate() error {
-	if cl := &c.Cluster; cl.Replica {
-		switch {
-		case cl.Init:
-			return errors.New("--replica joins an existing cluster: use it with --join, not --cluster-init")
-		case cl.Rejoin:
-			return errors.New("--replica: the data directory holds a cluster member; a member cannot become a replica (use another --data-dir)")
-		case c.Backend != "bbolt":
-			return fmt.Errorf("--storage %s cannot be combined with --replica (the cluster's etcd is the storage)", c.Backend)
-		case cl.Token != "" && cl.TokenFile != "":
-			return errors.New("give --cluster-token or --cluster-token-file, not both")
-		}
-		if c.EtcdDialTimeout <= 0 {
-			return fmt.Errorf("invalid --etcd-dial-timeout %s: must be positive", c.EtcdDialTimeout)
-		}
-		// The composition root runs the handshake (or reads the stored
-		// replica) and then chooses the etcd backend.
-		c.Backend = "replica"
-		return nil
-	}
-	if cl := &c.Cluster; cl.Enabled() {
-		if cl.Init && cl.Join != "" {
-			return errors.New("--cluster-init and --join exclude each other: a cluster starts once, then members join it")
-		}
-		if c.Backend != "bbolt" {
-			return fmt.Errorf("--storage %s cannot be combined with --cluster-init, --join, or a data directory that holds a cluster member (the embedded etcd member is the storage)", c.Backend)
-		}
-		if cl.Token != "" && cl.TokenFile != "" {
-			return errors.New("give --cluster-token or --cluster-token-file, not both")
-		}
-		if _, _, err := net.SplitHostPort(cl.PeerListen); err != nil {
-			return fmt.Errorf("invalid --peer-listen %q: %w", cl.PeerListen, err)
-		}
-		if cl.ClientListen != "" {
-			if _, _, err := net.SplitHostPort(cl.ClientListen); err != nil {
-				return fmt.Errorf("invalid --cluster-client-listen %q: %w", cl.ClientListen, err)
-			}
-		}
-		if cl.RequestTimeout <= 0 {
-			return fmt.Errorf("invalid --cluster-request-timeout %s: must be positive", cl.RequestTimeout)
-		}
-		c.Backend = "cluster"
-		return nil
-	}
-	switch c.Backend {
-	case "bbolt":
-	case "etcd":
-		if len(splitList(c.EtcdEndpoints)) == 0 {
-			return errors.New("--storage etcd needs --etcd-endpoints")
-		}
-		if c.EtcdDialTimeout <= 0 {
-			return fmt.Errorf("invalid --etcd-dial-timeout %s: must be positive", c.EtcdDialTimeout)
-		}
-	default:
-		return fmt.Errorf("invalid --storage %q: use bbolt or etcd", c.Backend)
-	}
-	return nil
-}
-
-// Shared reports whether several replicas may share the backend, so that
-// a replica's election controller runs only while the store elects it.
-func (c *Config) Shared() bool {
-	return c.Backend == "etcd" || c.Backend == "cluster" || c.Backend == "replica"
-}
-
 // MemberStore is the store of an embedded etcd member: the etcd backend
 // over the member's own client URL, which closes the member with it.
 type MemberStore struct {
 	*etcd.Store
-	member *cluster.Member
+	member     *cluster.Member
+	membership *cluster.Membership
 }
 
-// Member is the running etcd member, for the membership operations.
+// Member is the running etcd member.
 func (s *MemberStore) Member() *cluster.Member { return s.member }
+
+// Membership is the member's side of the membership endpoints (joins,
+// status, removal), which web serves.
+func (s *MemberStore) Membership() *cluster.Membership { return s.membership }
 
 // Backup streams a snapshot of the member's etcd database (etcd's
 // maintenance Snapshot, taken by this member): GET /leasehold/v1/backup and
@@ -199,29 +100,130 @@ func (s *MemberStore) Close() error {
 	return err
 }
 
-func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string, error) {
-	mc := c.Cluster.Member
-	if mc == nil {
-		return nil, "", errors.New("the cluster member is not prepared")
+// Options are what Open needs besides the configuration.
+type Options struct {
+	Config Config
+	// Mode is Config.Resolve's answer.
+	Mode Mode
+	Dir  datadir.Layout
+	// OnCommit, when set, observes bbolt's commits.
+	OnCommit func(d time.Duration, writes int, err error)
+	// Logger receives the backends' messages; ClusterLogger the member's
+	// and the replica's (provisioning, joins), EtcdLogger the embedded
+	// etcd server's (default Logger). On etcd, gRPC's own errors (under
+	// the etcd client and server) go to GRPCLogger, which would otherwise
+	// write them unlabelled to standard error.
+	Logger, ClusterLogger, EtcdLogger, GRPCLogger *slog.Logger
+	// ControllerElection names the storage election whose leader a
+	// member's cluster status reports as the election controller.
+	ControllerElection string
+}
+
+// Open opens the storage of o.Mode: it provisions (or joins) a cluster
+// member or a replica first. The returned string names the backend in
+// logs and the UI: the bbolt file, or the etcd endpoints and prefix.
+func Open(ctx context.Context, o Options) (Store, string, error) {
+	c := o.Config
+	for _, l := range []**slog.Logger{&o.ClusterLogger, &o.EtcdLogger, &o.GRPCLogger} {
+		if *l == nil {
+			*l = o.Logger
+		}
 	}
-	if mc.Logger == nil {
-		mc.Logger = log
+	if o.Mode.Shared() {
+		etcd.RouteGRPCLogs(o.GRPCLogger)
 	}
-	if err := prepareMemberData(ctx, c, log); err != nil {
+	switch o.Mode {
+	case Member:
+		return openMember(ctx, o)
+	case Replica:
+		r, err := cluster.PrepareReplica(ctx, c.Cluster, o.Dir.Replica(), o.ClusterLogger)
+		if err != nil {
+			return nil, "", err
+		}
+		c.EtcdEndpoints = strings.Join(r.Endpoints, ",")
+		c.EtcdPrefix = r.Prefix
+		c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile = r.Files.CAFile, r.Files.CertFile, r.Files.KeyFile
+		// The etcd client follows the members' list by itself.
+		return openEtcd(ctx, c, time.Minute, r.Name, o.Logger)
+	case ExternalEtcd:
+		return openEtcd(ctx, c, 0, "", o.Logger)
+	case SingleDevice:
+		dbPath := o.Dir.Database()
+		s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, Logger: o.Logger, OnCommit: o.OnCommit,
+			AcceptMetaFallback: c.AcceptMetaFallback})
+		if err != nil {
+			return nil, "", fmt.Errorf("open database %s: %w", dbPath, err)
+		}
+		return s, dbPath, nil
+	}
+	return nil, "", fmt.Errorf("storage: unresolved mode %v", o.Mode)
+}
+
+// openEtcd opens the etcd backend of c; autoSync refreshes the endpoints
+// from the member list (0: never), identity names this server in the
+// election keys (default the host name).
+func openEtcd(ctx context.Context, c Config, autoSync time.Duration, identity string, log *slog.Logger) (Store, string, error) {
+	tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := etcd.Open(ctx, etcd.Options{
+		Endpoints:   splitList(c.EtcdEndpoints),
+		Prefix:      c.EtcdPrefix,
+		TLS:         tlsCfg,
+		DialTimeout: c.EtcdDialTimeout,
+		// etcd keeps history until compacted: compact so that
+		// --watch-history of it stays, as on bbolt.
+		CompactInterval:  c.WatchHistory,
+		Logger:           log,
+		AutoSyncInterval: autoSync,
+		Identity:         identity,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return s, "etcd " + c.EtcdEndpoints + " " + c.EtcdPrefix, nil
+}
+
+// openMember provisions the member, gives a new one its first data,
+// starts it and opens the etcd backend on it.
+func openMember(ctx context.Context, o Options) (Store, string, error) {
+	c := o.Config
+	p, err := cluster.Provision(ctx, c.Cluster, o.Dir, c.EtcdPrefix, o.ClusterLogger)
+	if err != nil {
+		return nil, "", err
+	}
+	mc := &p.Config
+	mc.Logger, mc.EtcdLogger = o.ClusterLogger, o.EtcdLogger
+	if err := p.PrepareData(ctx, boltdb.ExportFile, o.Logger); err != nil {
 		return nil, "", err
 	}
 	m, err := cluster.Start(ctx, *mc)
 	if err != nil {
 		return nil, "", err
 	}
-	tlsCfg, err := etcd.TLSConfig(mc.Paths.CAFile, mc.Paths.CertFile, mc.Paths.KeyFile)
+	s, err := openOnMember(ctx, c, m, o.Logger)
 	if err != nil {
 		m.Close()
 		return nil, "", err
 	}
+	ms := &MemberStore{Store: s, member: m}
+	ms.membership = cluster.NewMembership(p, m, func(ctx context.Context) (string, error) {
+		return s.ElectionLeader(ctx, o.ControllerElection)
+	})
+	return ms, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
+}
+
+// openOnMember opens the etcd backend on the local member m only: a
+// member cut off from its quorum must fail its own clients' requests, not
+// move them elsewhere.
+func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Logger) (*etcd.Store, error) {
+	paths := m.Paths()
+	tlsCfg, err := etcd.TLSConfig(paths.CAFile, paths.CertFile, paths.KeyFile)
+	if err != nil {
+		return nil, err
+	}
 	opts := etcd.Options{
-		// The local member only: a member cut off from its quorum must
-		// fail its own clients' requests, not move them elsewhere.
 		Endpoints:               []string{m.ClientURL()},
 		Prefix:                  c.EtcdPrefix,
 		TLS:                     tlsCfg,
@@ -235,14 +237,13 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 	// The member is ready, but a leader election may be under way (a
 	// member restarting into a cluster that lost its leader): the first
 	// read needs a leader, so it is retried for a while.
-	var s *etcd.Store
 	for deadline := time.Now().Add(time.Minute); ; {
-		if s, err = etcd.Open(ctx, opts); err == nil {
-			break
+		s, err := etcd.Open(ctx, opts)
+		if err == nil {
+			return s, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			m.Close()
-			return nil, "", err
+			return nil, err
 		}
 		log.Info("The cluster member has no leader yet; retrying", "err", err)
 		select {
@@ -250,53 +251,6 @@ func openMember(ctx context.Context, c Config, log *slog.Logger) (Store, string,
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return &MemberStore{Store: s, member: m}, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
-}
-
-// Open opens the configured backend; a bbolt database lives in dir.
-// onCommit, when set, observes bbolt's commits. The returned string names
-// the backend in logs and the UI: the bbolt file, or the etcd endpoints
-// and prefix.
-func Open(ctx context.Context, c Config, dir datadir.Layout, onCommit func(d time.Duration, writes int, err error), log *slog.Logger) (Store, string, error) {
-	if c.Backend == "cluster" {
-		return openMember(ctx, c, log)
-	}
-	if c.Backend == "replica" {
-		return nil, "", errors.New("the replica is not prepared")
-	}
-	if c.Backend == "etcd" {
-		tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
-		if err != nil {
-			return nil, "", err
-		}
-		var autoSync time.Duration
-		if c.EtcdAutoSync {
-			autoSync = time.Minute
-		}
-		s, err := etcd.Open(ctx, etcd.Options{
-			Endpoints:   splitList(c.EtcdEndpoints),
-			Prefix:      c.EtcdPrefix,
-			TLS:         tlsCfg,
-			DialTimeout: c.EtcdDialTimeout,
-			// etcd keeps history until compacted: compact so that
-			// --watch-history of it stays, as on bbolt.
-			CompactInterval:  c.WatchHistory,
-			Logger:           log,
-			AutoSyncInterval: autoSync,
-			Identity:         c.EtcdIdentity,
-		})
-		if err != nil {
-			return nil, "", err
-		}
-		return s, "etcd " + c.EtcdEndpoints + " " + c.EtcdPrefix, nil
-	}
-	dbPath := dir.Database()
-	s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, Logger: log, OnCommit: onCommit,
-		AcceptMetaFallback: c.AcceptMetaFallback})
-	if err != nil {
-		return nil, "", fmt.Errorf("open database %s: %w", dbPath, err)
-	}
-	return s, dbPath, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

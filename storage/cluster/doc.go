@@ -1,16 +1,30 @@
-// Package cluster runs the etcd member embedded in "leasehold serve
-// --cluster-init" and "--join" (etcd's own server, go.etcd.io/etcd/server/v3/embed):
-// its start with mutual TLS on the peer and client listeners, the
-// self-promotion of a joining learner once it caught up, the membership
-// operations the join handshake and "leasehold cluster" need, and the small
-// state file that lets a member restart with its data directory alone. It
-// also takes and checks a member's snapshot (leasehold backup), and writes a
-// new cluster's data from a snapshot (leasehold restore) or from another
-// store's records (the import at --cluster-init), with etcd's own restore.
+// Package cluster owns the member lifecycle of leasehold's embedded etcd
+// cluster ("leasehold serve --cluster-init", "--join", "--replica"), as
+// k3s' pkg/etcd keeps join, naming, paths and its info handler together:
 //
-// The leases themselves are stored by storage/etcd over the member's own
-// client URL; this package knows nothing of certificates' issuing or of
-// HTTP (the composition root and web do that).
+//   - provisioning (Provision): the cluster token, the member's name and
+//     URLs, the cluster CA and the member's certificate, kept in the data
+//     directory's cluster/ (datadir.Layout.Member) with a small state
+//     file that lets a member restart with its data directory alone;
+//   - joining (Join, JoinWithRetry): the joiner's half of the handshake;
+//   - admitting (Membership): the member's half, with the cluster's
+//     status and the removal of members, which web serves over HTTP;
+//   - replicas (PrepareReplica): an API-only replica's client certificate
+//     and the members' client URLs, kept in replica/;
+//   - running the member (Start): etcd's own server
+//     (go.etcd.io/etcd/server/v3/embed) with mutual TLS on the peer and
+//     client listeners, and the self-promotion of a joining learner once
+//     it caught up;
+//   - a member's data: the import of a single-device database at
+//     --cluster-init (Import, PrepareData), its backup (Snapshot,
+//     CheckSnapshot) and its restore as a new cluster (StageRestore,
+//     Restore), with etcd's own restore.
+//
+// The wire contract every side shares (join bodies and proofs, the status,
+// the errors that pick HTTP codes) is the leaf clusterapi. The leases
+// themselves are stored by storage/etcd over the member's own client URL;
+// storage/backend opens the member's store and hands its Membership to the
+// composition root, which gives it to web.
 //
 // A member whose disk fills up stops its process: etcd treats a failed
 // write of its log or database as fatal (it never serves from a store it

@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/storage/etcd"
 )
 
@@ -263,6 +264,9 @@ func (m *Member) votersClient(tlsCfg *tls.Config) (*clientv3.Client, error) {
 // ClientURL is the member's client URL, for the store and for replicas.
 func (m *Member) ClientURL() string { return m.cfg.AdvertiseClient }
 
+// Paths are the member's files.
+func (m *Member) Paths() Paths { return m.cfg.Paths }
+
 // Name is the member's name.
 func (m *Member) Name() string { return m.cfg.Name }
 
@@ -286,26 +290,11 @@ func (m *Member) Close() {
 }
 
 // MemberStatus is one member as "leasehold cluster members" shows it.
-type MemberStatus struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	PeerURLs   []string `json:"peerURLs"`
-	ClientURLs []string `json:"clientURLs"`
-	Learner    bool     `json:"learner"`
-	Leader     bool     `json:"leader"`
-	Healthy    bool     `json:"healthy"`
-	RaftIndex  uint64   `json:"raftIndex"`
-	RaftTerm   uint64   `json:"raftTerm"`
-	DBSize     int64    `json:"dbSizeBytes"`
-	Error      string   `json:"error,omitempty"`
-}
+type MemberStatus = clusterapi.Member
 
-// Status is the cluster as this member sees it.
-type Status struct {
-	Self    string         `json:"self"`
-	Leader  string         `json:"leader"` // the etcd leader's name ("" while none)
-	Members []MemberStatus `json:"members"`
-}
+// Status is the cluster as this member sees it (the election controller
+// is Membership's to fill in).
+type Status = clusterapi.Status
 
 // Status lists the members as this member applied the membership (a
 // serializable view, so that a member cut off from its quorum still shows
@@ -434,15 +423,16 @@ func (m *Member) AddLearner(ctx context.Context, name, peerURL string) (Admitted
 	return ad, nil
 }
 
-// ErrMemberExists is returned by AddLearner for a name or peer URL in use.
-var ErrMemberExists = errors.New("member exists")
-
-// ErrNoSuchMember is returned by Remove for an unknown name.
-var ErrNoSuchMember = errors.New("no such member")
-
-// ErrNoQuorum is returned by Remove when the cluster has no quorum: etcd
-// changes its membership only through raft, which needs one.
-var ErrNoQuorum = errors.New("the cluster has no quorum")
+// The errors of the membership operations are the wire contract's, which
+// picks the HTTP status of each.
+var (
+	// ErrMemberExists is returned by AddLearner for a name or peer URL in use.
+	ErrMemberExists = clusterapi.ErrMemberExists
+	// ErrNoSuchMember is returned by Remove for an unknown name.
+	ErrNoSuchMember = clusterapi.ErrNoSuchMember
+	// ErrNoQuorum is returned by Remove when the cluster has no quorum.
+	ErrNoQuorum = clusterapi.ErrNoQuorum
+)
 
 // removeTimeout bounds a removal: with a quorum it takes milliseconds,
 // and without one etcd would wait for a leader that may never come.

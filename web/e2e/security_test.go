@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/leasehold/leasehold/web/pki"
+	"github.com/leasehold/leasehold/pki"
 )
 
 // secureServer is a loopback server with TLS (--tls-auto), tokens, client

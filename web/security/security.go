@@ -23,9 +23,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leasehold/leasehold/pki"
 	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/kubeconfig"
-	"github.com/leasehold/leasehold/web/pki"
 )
 
 // Config holds serve's TLS, authentication and authorization flags. The
@@ -298,4 +298,19 @@ func (s *Security) Scheme() string {
 // generated CA and the chosen token-file user's token, when there are.
 func (s *Security) Kubeconfig(server string) ([]byte, error) {
 	return kubeconfig.Render(kubeconfig.Spec{Server: server, CAPEM: s.CAPEM, Token: s.Token}, "yaml")
+}
+
+// WriteKubeconfig writes the kubeconfig for server to path (mode 0600)
+// and says so, with the hint that points clients at it.
+func (s *Security) WriteKubeconfig(path, server string, log *slog.Logger) error {
+	content, err := s.Kubeconfig(server)
+	if err == nil {
+		err = kubeconfig.Write(path, content)
+	}
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	log.Info("Wrote kubeconfig", "path", abs, "mode", "0600", "user", s.TokenUser, "hint", "export KUBECONFIG="+abs)
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 
@@ -35,43 +36,17 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
                 a removed member cannot come back with its old data directory. It
                 needs a quorum: without one it fails within seconds, saying so`
 
-// Member is one member as the server reports it.
-type Member struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	PeerURLs   []string `json:"peerURLs"`
-	ClientURLs []string `json:"clientURLs"`
-	Learner    bool     `json:"learner"`
-	Leader     bool     `json:"leader"`
-	Healthy    bool     `json:"healthy"`
-	RaftIndex  uint64   `json:"raftIndex"`
-	RaftTerm   uint64   `json:"raftTerm"`
-	DBSize     int64    `json:"dbSizeBytes"`
-	Error      string   `json:"error,omitempty"`
-}
-
-// Status is GET /leasehold/v1/cluster.
-type Status struct {
-	Self    string   `json:"self"`
-	Leader  string   `json:"leader"`
-	Members []Member `json:"members"`
-	// ElectionController is the member (or replica) running the election
-	// controller, ElectionControllerID its election identity.
-	ElectionController   string `json:"electionController"`
-	ElectionControllerID string `json:"electionControllerID,omitempty"`
-}
-
 // GetStatus reads the cluster's status from the server c talks to.
-func GetStatus(ctx context.Context, c *lease.Client) (Status, error) {
-	var st Status
-	err := c.Do(ctx, http.MethodGet, "/leasehold/v1/cluster", nil, &st)
+func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
+	var st clusterapi.Status
+	err := c.Do(ctx, http.MethodGet, clusterapi.StatusPath, nil, &st)
 	return st, err
 }
 
 // Remove removes the member called name through the server c talks to.
 func Remove(ctx context.Context, c *lease.Client, name string) error {
 	var out map[string]string
-	return c.Do(ctx, http.MethodDelete, "/leasehold/v1/cluster/members/"+url.PathEscape(name), nil, &out)
+	return c.Do(ctx, http.MethodDelete, clusterapi.MembersPath+url.PathEscape(name), nil, &out)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -163,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func printMembers(w io.Writer, st Status) {
+func printMembers(w io.Writer, st clusterapi.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tLEADER\tHEALTHY\tLEARNER\tRAFT INDEX\tDB SIZE\tPEER URL\tERROR")
 	for _, m := range st.Members {

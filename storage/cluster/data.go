@@ -1,4 +1,4 @@
-package backend
+package cluster
 
 import (
 	"context"
@@ -9,30 +9,32 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/leasehold/leasehold/storage/boltdb"
-	"github.com/leasehold/leasehold/storage/cluster"
 )
 
-// prepareMemberData gives a new cluster member its first data before it
+// ExportFunc calls put for every record of the single-device store at
+// path and returns its revision (storage/boltdb's ExportFile).
+type ExportFunc func(ctx context.Context, path string, put func(key string, value []byte) error) (int64, error)
+
+// PrepareData gives a new member (p.Config) its first data before it
 // starts: the snapshot "leasehold restore" staged, or the records of the
-// single-device database it replaces. Each step is done once: it is
+// single-device database it replaces, read with export and stored under
+// the members' prefix. Each step is done once: it is
 // complete when etcd's data directory exists (written beside it and
 // renamed), and what is left after a crash (moving the imported file
 // aside, removing the staged snapshot) is finished at the next start.
-func prepareMemberData(ctx context.Context, c Config, log *slog.Logger) error {
-	mc := c.Cluster.Member
+func (pv *Provisioned) PrepareData(ctx context.Context, export ExportFunc, log *slog.Logger) error {
+	mc := &pv.Config
 	p := mc.Paths
 	_, err := os.Stat(filepath.Join(p.EtcdDir, "member"))
 	started := err == nil
 	if _, err := os.Stat(p.RestoreSnapshot); err == nil {
 		if !started {
 			start := time.Now()
-			if err := cluster.Restore(ctx, p.RestoreSnapshot, *mc, cluster.RestoreRevisionBump); err != nil {
+			if err := Restore(ctx, p.RestoreSnapshot, *mc, RestoreRevisionBump); err != nil {
 				return err
 			}
 			log.Info("Restored a new cluster from the snapshot; its revision jumped past the old cluster's and older resourceVersions are compacted: clients relist",
-				"snapshot", p.RestoreSnapshot, "member", mc.Name, "revision_bump", cluster.RestoreRevisionBump, "took", time.Since(start).Round(time.Millisecond))
+				"snapshot", p.RestoreSnapshot, "member", mc.Name, "revision_bump", RestoreRevisionBump, "took", time.Since(start).Round(time.Millisecond))
 		}
 		if err := os.Remove(p.RestoreSnapshot); err != nil {
 			return fmt.Errorf("remove the restored snapshot: %w", err)
@@ -45,8 +47,8 @@ func prepareMemberData(ctx context.Context, c Config, log *slog.Logger) error {
 	}
 	if !started {
 		start := time.Now()
-		res, err := cluster.Import(ctx, *mc, c.EtcdPrefix, func(put func(key string, value []byte) error) (int64, error) {
-			return boltdb.ExportFile(ctx, imp.Source, put)
+		res, err := Import(ctx, *mc, pv.prefix, func(put func(key string, value []byte) error) (int64, error) {
+			return export(ctx, imp.Source, put)
 		})
 		if err != nil {
 			return fmt.Errorf("import %s into the new cluster: %w", imp.Source, err)
@@ -65,7 +67,7 @@ func prepareMemberData(ctx context.Context, c Config, log *slog.Logger) error {
 		return err
 	}
 	imp.Done = true
-	if err := cluster.SaveState(p, mc.State); err != nil {
+	if err := SaveState(p, mc.State); err != nil {
 		return err
 	}
 	log.Info("The single-device database is imported; it is kept, unused, as a backup. resourceVersions changed (etcd revisions now): clients relist",

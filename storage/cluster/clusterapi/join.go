@@ -1,15 +1,4 @@
-// Package clusterjoin is the wire contract of the cluster join handshake,
-// shared by the member that admits (package web) and the joiner
-// (web/client/cluster), which must agree on every byte of it. It is a
-// leaf: the standard library only.
-//
-// Each side proves it knows the cluster token with an HMAC over the TLS
-// session's exported keying material (RFC 5705), so the token never
-// crosses the wire, and a proof made on one TLS session is worthless on
-// another: a man in the middle, who must run two sessions, can neither
-// relay nor forge it. On loopback without TLS the keying material is
-// empty.
-package clusterjoin
+package clusterapi
 
 import (
 	"crypto/hmac"
@@ -17,8 +6,15 @@ import (
 	"encoding/hex"
 )
 
-// Path is where a joiner POSTs its Request.
-const Path = "/leasehold/v1/cluster/join"
+// The membership endpoints of a server running an embedded etcd member.
+const (
+	// JoinPath is where a joiner POSTs its JoinRequest.
+	JoinPath = "/leasehold/v1/cluster/join"
+	// StatusPath answers GET with the Status.
+	StatusPath = "/leasehold/v1/cluster"
+	// MembersPath, followed by a member's name, removes it on DELETE.
+	MembersPath = "/leasehold/v1/cluster/members/"
+)
 
 // The labels of the two proofs and of the exported keying material.
 const (
@@ -28,8 +24,8 @@ const (
 	EKMLength        = 32
 )
 
-// Request is a joiner's POST to Path.
-type Request struct {
+// JoinRequest is a joiner's POST to JoinPath.
+type JoinRequest struct {
 	Name string `json:"name"`
 	// PeerURL and ClientURL are the joiner's advertised etcd URLs.
 	PeerURL   string `json:"peerURL"`
@@ -44,12 +40,12 @@ type Request struct {
 	Proof string `json:"proof"`
 }
 
-// Response admits the joiner: the cluster CA (certificate and key, so
+// JoinResponse admits the joiner: the cluster CA (certificate and key, so
 // that every member can admit further members), its certificate, and
 // etcd's initial cluster with the joiner in it. A replica gets the CA
 // certificate without its key, a client certificate, the voting members'
 // client URLs and the key prefix the members store under.
-type Response struct {
+type JoinResponse struct {
 	CACert         string   `json:"caCert"`
 	CAKey          string   `json:"caKey"`
 	Cert           string   `json:"cert"`

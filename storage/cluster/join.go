@@ -10,33 +10,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/web/clusterjoin"
-)
-
-// JoinRequest is what a joiner sends (the proof is added by Join), and
-// JoinResponse the member's answer.
-type (
-	JoinRequest  = clusterjoin.Request
-	JoinResponse = clusterjoin.Response
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // ErrPlainHTTP refuses a join over plain HTTP beyond loopback.
 var ErrPlainHTTP = errors.New("joining over plain HTTP is allowed on loopback only: use the member's https:// URL")
 
-// Join runs the handshake with the member serving the API at apiURL. The
+// Join runs the joiner's half of the handshake (the member's is Membership.Admit,
+// served by web) with the member serving the API at apiURL; the proof of
+// req is filled in here. The
 // member's certificate is not verified by a CA (the joiner has none yet):
 // its proof of the token over this very TLS session is what authenticates
 // it, and the answer is accepted only with a valid one. It returns the
 // local address the connection used, a good default for the joiner's
 // advertised address.
-func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (JoinResponse, net.Addr, error) {
-	var out JoinResponse
+func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinRequest) (clusterapi.JoinResponse, net.Addr, error) {
+	var out clusterapi.JoinResponse
 	u, err := url.Parse(strings.TrimRight(apiURL, "/"))
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return out, nil, fmt.Errorf("invalid --join URL %q: want https://host:port", apiURL)
@@ -75,17 +71,17 @@ func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (Jo
 			return out, nil, fmt.Errorf("join %s: TLS: %w", apiURL, err)
 		}
 		st := tc.ConnectionState()
-		if ekm, err = st.ExportKeyingMaterial(clusterjoin.EKMLabel, nil, clusterjoin.EKMLength); err != nil {
+		if ekm, err = st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength); err != nil {
 			return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
 		}
 		conn = tc
 	}
-	req.Proof = clusterjoin.Proof(token, clusterjoin.JoinProofLabel, ekm)
+	req.Proof = clusterapi.Proof(token, clusterapi.JoinProofLabel, ekm)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+clusterjoin.Path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+clusterapi.JoinPath, bytes.NewReader(body))
 	if err != nil {
 		return out, nil, err
 	}
@@ -117,10 +113,35 @@ func Join(ctx context.Context, apiURL string, token []byte, req JoinRequest) (Jo
 	if err := json.Unmarshal(data, &out); err != nil {
 		return out, nil, fmt.Errorf("join %s: decode answer: %w", apiURL, err)
 	}
-	if !hmac.Equal([]byte(out.Proof), []byte(clusterjoin.Proof(token, clusterjoin.MemberProofLabel, ekm))) {
-		return JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
+	if !hmac.Equal([]byte(out.Proof), []byte(clusterapi.Proof(token, clusterapi.MemberProofLabel, ekm))) {
+		return clusterapi.JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
 	}
 	return out, local, nil
+}
+
+// joinTimeout bounds how long a joiner retries a member that is down or
+// not ready to admit it.
+const joinTimeout = 2 * time.Minute
+
+// JoinWithRetry runs the handshake until it succeeds, fails for good
+// (wrong token, name in use), or joinTimeout passes.
+func JoinWithRetry(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinRequest, log *slog.Logger) (clusterapi.JoinResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		resp, _, err := Join(ctx, apiURL, token, req)
+		if err == nil || !Retryable(err) {
+			return resp, err
+		}
+		if attempt%5 == 0 {
+			log.Info("Joining the cluster; retrying", "via", apiURL, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return resp, fmt.Errorf("%w (gave up after %s)", err, joinTimeout)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // RefusedError is a member's non-200 answer to a join.

@@ -1,10 +1,4 @@
-package main
-
-// "leasehold serve --join URL --cluster-token T --replica": an API-only
-// replica of an embedded cluster, for devices beyond the five members. The
-// join handshake hands it a client certificate of the cluster CA and the
-// members' client URLs; it keeps them in <data-dir>/replica and serves on
-// the etcd backend against the members, as --storage etcd does.
+package cluster
 
 import (
 	"context"
@@ -17,8 +11,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/datadir"
-	"github.com/leasehold/leasehold/storage/cluster"
-	clusterclient "github.com/leasehold/leasehold/web/client/cluster"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // replicaState is replica.json: what a restart needs besides the
@@ -32,40 +25,38 @@ type replicaState struct {
 	JoinedVia string   `json:"joinedVia"`
 }
 
-// prepareReplica readies the replica of --replica (or of a data directory
-// that holds one) and points cfg.Storage at the members' etcd; it does
-// nothing otherwise.
-func prepareReplica(ctx context.Context, cfg *serveConfig, log *slog.Logger) error {
-	cl := &cfg.Storage.Cluster
-	if !cl.Replica {
-		return nil
-	}
-	files := cfg.Layout.Replica()
+// Replica is what an API-only replica (--replica) needs to serve on the
+// members' etcd: their client URLs, the key prefix, and the client
+// certificate the join handed it.
+type Replica struct {
+	Name      string
+	Endpoints []string
+	Prefix    string
+	Files     datadir.ReplicaFiles
+}
+
+// PrepareReplica readies the replica of --replica --join, or of a data
+// directory that holds one: a first start runs the join handshake as a
+// replica and keeps what it returns in files; a restart reads it back.
+func PrepareReplica(ctx context.Context, f Flags, files datadir.ReplicaFiles, log *slog.Logger) (Replica, error) {
 	st, err := loadReplicaState(files)
 	switch {
 	case err == nil:
 		log.Info("Restarting the replica from its data", "replica", st.Name, "endpoints", strings.Join(st.Endpoints, ","))
 	case !errors.Is(err, fs.ErrNotExist):
-		return err
-	case cl.Join == "":
-		return errors.New("--replica needs --join URL (a member's API URL) and --cluster-token the first time")
+		return Replica{}, err
+	case f.Join == "":
+		return Replica{}, errors.New("--replica needs --join URL (a member's API URL) and --cluster-token the first time")
 	default:
-		token, err := givenClusterToken(cl)
+		token, err := f.givenToken()
 		if err != nil {
-			return err
+			return Replica{}, err
 		}
-		if st, err = joinAsReplica(ctx, cl.Join, cl.Name, token, files, log); err != nil {
-			return err
+		if st, err = joinAsReplica(ctx, f.Join, f.Name, token, files, log); err != nil {
+			return Replica{}, err
 		}
 	}
-	s := &cfg.Storage
-	s.Backend = "etcd"
-	s.EtcdEndpoints = strings.Join(st.Endpoints, ",")
-	s.EtcdPrefix = st.Prefix
-	s.EtcdCAFile, s.EtcdCertFile, s.EtcdKeyFile = files.CAFile, files.CertFile, files.KeyFile
-	s.EtcdAutoSync = true
-	s.EtcdIdentity = st.Name
-	return nil
+	return Replica{Name: st.Name, Endpoints: st.Endpoints, Prefix: st.Prefix, Files: files}, nil
 }
 
 // joinAsReplica runs the handshake and stores what it returns. The token
@@ -82,7 +73,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files datad
 	if !memberName.MatchString(name) {
 		return replicaState{}, fmt.Errorf("invalid replica name %q (--member-name): use letters, digits, '.', '_' and '-' (at most 63)", name)
 	}
-	resp, err := joinWithRetry(ctx, joinURL, []byte(token), clusterclient.JoinRequest{Name: name, Replica: true}, log)
+	resp, err := JoinWithRetry(ctx, joinURL, []byte(token), clusterapi.JoinRequest{Name: name, Replica: true}, log)
 	if err != nil {
 		return replicaState{}, err
 	}
@@ -101,7 +92,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files datad
 	}{
 		{files.CAFile, []byte(resp.CACert), 0o644}, {files.CertFile, []byte(resp.Cert), 0o644}, {files.KeyFile, []byte(resp.Key), 0o600},
 	} {
-		if err := cluster.WriteFile(f.path, f.data, f.mode); err != nil {
+		if err := WriteFile(f.path, f.data, f.mode); err != nil {
 			return st, err
 		}
 	}
@@ -111,7 +102,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files datad
 	}
 	// The state file is written last: its presence says the replica is
 	// complete.
-	if err := cluster.WriteFile(files.State, append(data, '\n'), 0o600); err != nil {
+	if err := WriteFile(files.State, append(data, '\n'), 0o600); err != nil {
 		return st, err
 	}
 	log.Info("Joined the cluster as a replica", "replica", name, "via", joinURL, "endpoints", strings.Join(st.Endpoints, ","))

@@ -1,0 +1,156 @@
+package main
+
+// "leasehold serve": its flags, by concern, resolved once into
+// serveConfig before anything starts (serve.go assembles the server).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/plugins/host"
+	"github.com/leasehold/leasehold/storage/backend"
+	"github.com/leasehold/leasehold/web"
+	"github.com/leasehold/leasehold/web/security"
+)
+
+var serveCommand = cli.Command{
+	Name:     "serve",
+	Synopsis: "[serve] [flags]",
+	Summary:  `run the server (default command; see "leasehold serve --help")`,
+	Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		fs := cli.NewFlagSet("serve [flags]", serveAbout, stderr)
+		cfg, err := parseServeFlags(fs, args)
+		if code, stop := fs.Stop(err); stop {
+			return code
+		}
+		if err := serve(ctx, cfg, stdout); err != nil {
+			fmt.Fprintf(stderr, "leasehold: %v\n", err)
+			return cli.ExitFailure
+		}
+		return cli.ExitOK
+	},
+}
+
+const serveAbout = `Serves the Kubernetes Lease API (coordination.k8s.io: Leases and
+LeaseCandidates, with the Namespaces and Events clients expect), discovery,
+OpenAPI, health, metrics and the web UI from one process, with the database in --data-dir (or etcd, --storage etcd). It
+runs the coordinated leader-election controller with the strategy modules of
+--plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
+command, or with flags only, is "leasehold serve".`
+
+// serveConfig is the parsed and validated configuration of "leasehold
+// serve": the server's own flags here, the rest by concern.
+type serveConfig struct {
+	Listen string
+	// DataDir is --data-dir; Layout names every file under it.
+	DataDir         string
+	Layout          datadir.Layout
+	WriteKubeconfig string
+	// ReadyFile receives the server's URL once it accepts requests ("": off).
+	ReadyFile     string
+	PluginsDir    string
+	PluginTimeout time.Duration
+	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
+	FirstGrantWait time.Duration
+	MaxBodyBytes   int
+	ShutdownDelay  time.Duration
+
+	// Engine holds --namespace-lifecycle and the bounds of the stored
+	// Events; serve adds the store and the rest.
+	Engine engine.Options
+
+	// PluginTrustKeys are the files of public keys whose signatures make
+	// a plugins-directory module loadable (empty: no verification).
+	PluginTrustKeys []string
+
+	Storage backend.Config
+	// StorageMode is which storage runs, resolved from Storage and the
+	// data directory before anything starts.
+	StorageMode   backend.Mode
+	Security      *security.Config
+	Limits        web.Limits
+	Observability web.Observability
+}
+
+func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
+	var cfg serveConfig
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on")
+	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
+	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
+	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
+	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
+	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
+	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
+	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
+	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
+	nsLifecycle := fs.String("namespace-lifecycle", string(engine.NamespacesImplicit), "what a create into a missing namespace does: \"implicit\" creates the namespace, \"strict\" answers 404 namespaces \"x\" not found as kube-apiserver")
+	fs.DurationVar(&cfg.Engine.EventTTL, "event-ttl", engine.DefaultEventTTL, "how long an Event is kept after its last write")
+	fs.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", engine.DefaultEventMaxCount, "most Events stored; beyond it the oldest are deleted")
+	fs.Int64Var(&cfg.Engine.EventMaxBytes, "event-max-bytes", engine.DefaultEventMaxBytes, "most `bytes` of stored Events; beyond it the oldest are deleted")
+	cfg.Storage.RegisterFlags(fs.FlagSet)
+	cfg.Security = security.RegisterFlags(fs.FlagSet)
+	cfg.Limits.RegisterFlags(fs.FlagSet)
+	cfg.Observability.RegisterFlags(fs.FlagSet)
+	if err := fs.ParseNoArgs(args); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Observability.Validate(); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.Engine.NamespaceLifecycle, err = engine.ParseNamespaceLifecycle(*nsLifecycle); err != nil {
+		return cfg, fmt.Errorf("invalid --namespace-lifecycle: %w", err)
+	}
+	if e := cfg.Engine; e.EventTTL <= 0 || e.EventMaxCount <= 0 || e.EventMaxBytes <= 0 {
+		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return cfg, fmt.Errorf("invalid --listen %q: %w", cfg.Listen, err)
+	}
+	if cfg.DataDir == "" {
+		return cfg, errors.New("--data-dir must not be empty")
+	}
+	cfg.Layout = datadir.At(cfg.DataDir)
+	if cfg.WriteKubeconfig == "" {
+		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
+	}
+	if cfg.PluginsDir == "" {
+		cfg.PluginsDir = cfg.Layout.Plugins()
+	}
+	for _, f := range strings.Split(*trustKeys, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			cfg.PluginTrustKeys = append(cfg.PluginTrustKeys, f)
+		}
+	}
+	if cfg.PluginTimeout <= 0 {
+		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
+	}
+	if cfg.FirstGrantWait < 0 {
+		return cfg, fmt.Errorf("invalid --election-first-grant-wait %s: must not be negative", cfg.FirstGrantWait)
+	}
+	if cfg.FirstGrantWait == 0 {
+		cfg.FirstGrantWait = -1 // the flag's "no wait" is election.Options' negative; its zero is the default
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return cfg, err
+	}
+	// Which storage runs is decided here, once, from the flags and what
+	// the data directory holds; nothing is written until serve starts.
+	if cfg.StorageMode, err = cfg.Storage.Resolve(cfg.Layout); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Security.Validate(cfg.Listen)
+}

@@ -1,0 +1,42 @@
+package clusterapi
+
+import "errors"
+
+// Member is one member as GET StatusPath reports it.
+type Member struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	Learner    bool     `json:"learner"`
+	Leader     bool     `json:"leader"`
+	Healthy    bool     `json:"healthy"`
+	RaftIndex  uint64   `json:"raftIndex"`
+	RaftTerm   uint64   `json:"raftTerm"`
+	DBSize     int64    `json:"dbSizeBytes"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// Status is GET StatusPath: the cluster as the answering member sees it.
+type Status struct {
+	Self    string   `json:"self"`
+	Leader  string   `json:"leader"` // the etcd leader's name ("" while none)
+	Members []Member `json:"members"`
+	// ElectionController is the member (or replica) running the election
+	// controller, ElectionControllerID its election identity
+	// ("name/pid/nonce"); empty while none does or when unknown.
+	ElectionController   string `json:"electionController"`
+	ElectionControllerID string `json:"electionControllerID,omitempty"`
+}
+
+// The errors of the membership operations; each picks the HTTP status of
+// the answer (409, 404, 503), and the message is the wrapping error's.
+var (
+	// ErrMemberExists refuses a joiner whose name or peer URL is in use.
+	ErrMemberExists = errors.New("member exists")
+	// ErrNoSuchMember answers the removal of an unknown member.
+	ErrNoSuchMember = errors.New("no such member")
+	// ErrNoQuorum refuses a removal while the cluster has no quorum: etcd
+	// changes its membership only through raft, which needs one.
+	ErrNoQuorum = errors.New("the cluster has no quorum")
+)
