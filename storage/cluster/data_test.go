@@ -2,17 +2,9 @@ package cluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,64 +13,32 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/pki"
 )
 
-// testCA issues member certificates for 127.0.0.1, as the composition
-// root does with web/pki (which storage may not import).
-type testCA struct {
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	der    []byte
-	serial int64
-}
+// testCA is a cluster CA, as Provision makes one.
+type testCA = pki.Authority
 
 func newTestCA(t *testing.T, name string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewAuthority(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, der: der, serial: 1}
+	return ca
 }
 
-// writeMember writes the CA and a certificate for member name into p.
-func (ca *testCA) writeMember(t *testing.T, p Paths, name string) {
+// writeMember writes the CA and a peer certificate for member name on
+// 127.0.0.1 into p.
+func writeMember(t *testing.T, ca *testCA, p Paths, name string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, err := ca.IssuePeer(name, []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca.serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, block := range map[string]*pem.Block{
-		p.CAFile:   {Type: "CERTIFICATE", Bytes: ca.der},
-		p.CertFile: {Type: "CERTIFICATE", Bytes: der},
-		p.KeyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	for path, data := range map[string][]byte{p.CAFile: ca.CertPEM, p.CertFile: cert, p.KeyFile: key} {
+		if err := WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +49,7 @@ func (ca *testCA) writeMember(t *testing.T, p Paths, name string) {
 func memberConfig(t *testing.T, ca *testCA, dir, name string, like *State) Config {
 	t.Helper()
 	p := PathsIn(dir)
-	ca.writeMember(t, p, name)
+	writeMember(t, ca, p, name)
 	st := State{Name: name}
 	if like != nil {
 		st.ListenPeer, st.ListenClient, st.AdvertisePeer, st.AdvertiseClient = like.ListenPeer, like.ListenClient, like.AdvertisePeer, like.AdvertiseClient
