@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // Options configures a Handler.
@@ -208,7 +208,7 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 	if src := h.opts.Sources.Modules; src != nil {
 		st.Modules = src()
 		if st.Modules == nil {
-			st.Modules = []abi.ModuleStatus{}
+			st.Modules = []status.Module{}
 		}
 	}
 	if h.opts.Checks != nil {

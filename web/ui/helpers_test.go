@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/status"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
@@ -99,8 +99,8 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 				return s, err
 			},
 			StoragePath: "/var/lib/leasehold/leasehold.db",
-			Modules: func() []abi.ModuleStatus {
-				return []abi.ModuleStatus{{
+			Modules: func() []status.Module {
+				return []status.Module{{
 					Name: "oldest-emulation-version", File: "builtin:oldest", Version: "1.0.0", Builtin: true, Active: true,
 					SHA256: "9f2b6c0d4e8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c", LoadedAt: time.Now().Add(-time.Hour),
 					Calls: 42, Errors: 1, LastError: "deadline exceeded", LastErrorAt: time.Now().Add(-20 * time.Minute),

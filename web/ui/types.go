@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // Sources supply the facts the Kubernetes API does not carry. Every field
@@ -21,7 +21,7 @@ type Sources struct {
 	StoragePath string
 	// Modules lists the loaded strategy modules: (*host.Host).Modules
 	// fits as is.
-	Modules func() []abi.ModuleStatus
+	Modules func() []status.Module
 	// Decisions returns the election decision history of one Lease,
 	// oldest first: (*engine.Engine).Decisions fits as is.
 	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
@@ -54,11 +54,11 @@ type SystemStatus struct {
 	Cluster      any    `json:"cluster,omitempty"`
 	ClusterError string `json:"clusterError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
-	Modules    []abi.ModuleStatus `json:"modules"`
-	Checks     []Check            `json:"checks"`
-	Ready      bool               `json:"ready"`
-	Goroutines int                `json:"goroutines"`
-	HeapBytes  uint64             `json:"heapBytes"`
+	Modules    []status.Module `json:"modules"`
+	Checks     []Check         `json:"checks"`
+	Ready      bool            `json:"ready"`
+	Goroutines int             `json:"goroutines"`
+	HeapBytes  uint64          `json:"heapBytes"`
 }
 
 // Decisions is the body of the decisions endpoint. Available is false
