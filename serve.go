@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/plugins/signature"
@@ -233,6 +234,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
+	// Decision histories and lease timelines live beside the API objects.
+	hist := history.New(store, logger.With("component", "history"))
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
@@ -263,7 +266,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	defer plugins.Close(context.WithoutCancel(ctx))
 
-	electionOpts := election.Options{Engine: eng, Registry: plugins, Logger: logger.With("component", "election"),
+	electionOpts := election.Options{Engine: eng, History: hist, Registry: plugins, Logger: logger.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
 		DecideTimeout: cfg.PluginTimeout,
@@ -317,7 +320,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 			Storage:     store.Stats,
 			StoragePath: dbPath,
 			Modules:     plugins.Modules,
-			Decisions:   eng.Decisions,
+			Decisions:   hist,
+			Timelines:   hist,
 		},
 	}
 	if r, ok := store.(storage.MemoryReleaser); ok {

@@ -204,16 +204,17 @@ func derefInt32(p *int32) int32 {
 // run lists then watches Leases in all namespaces until ctx is done,
 // relisting when the watch fails or its history is gone (410), and
 // resuming from the last resourceVersion when it merely ends.
-func (t *holderTracker) run(ctx context.Context, eng engine.API, log *slog.Logger) {
+// Timelines are kept in store too, when it is not nil.
+func (t *holderTracker) run(ctx context.Context, eng engine.API, store TimelineStore, log *slog.Logger) {
 	res, ok := eng.ResourceFor(engine.GroupName, "v1", "leases")
 	if !ok {
 		log.Warn("The UI cannot keep holder histories: the engine serves no leases v1")
 		return
 	}
 	scope := engine.Scope{Resource: res, Version: "v1", UserAgent: "leasehold-ui"}
-	if st, ok := eng.(TimelineStore); ok {
+	if store != nil {
 		t.mu.Lock()
-		t.store = st
+		t.store = store
 		t.mu.Unlock()
 		t.load(ctx, log)
 		flushed := make(chan struct{})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The timeline of a Lease: who held it over the last day, as tenures. A
@@ -22,8 +21,8 @@ import (
 // timelineSpan ago, for the same maxHolderHistories leases as the holder
 // changes; identities clipped to maxIdentityBytes. Worst case about 48 ×
 // 330 bytes per lease (8 MiB for 512 leases of 253-byte identities),
-// typically a few KiB in all. The timelines are stored through the engine
-// (TimelineStore) so that a restart keeps them: a lease's document is
+// typically a few KiB in all. The timelines are stored through
+// Sources.Timelines (TimelineStore) so that a restart keeps them: a lease's document is
 // written within flushUrgent of a holder change, and its renewal counts
 // within flushLazy and at shutdown (after a crash the lease's own
 // renewTime still tells the last renewal), so a fleet of leases renewing
@@ -114,13 +113,6 @@ type TenureView struct {
 	// ExpiredAt is LastRenew + duration when that came before End (or
 	// before now, for the current tenure).
 	ExpiredAt time.Time `json:"expiredAt,omitzero"`
-}
-
-// TimelineStore keeps timelines across restarts; (*engine.Engine) fits.
-type TimelineStore interface {
-	SaveTimeline(ctx context.Context, ns, name string, doc []byte) error
-	Timelines(ctx context.Context) (map[types.NamespacedName][]byte, error)
-	DeleteTimeline(ctx context.Context, ns, name string) error
 }
 
 func (tn *Tenure) expiry() time.Time {
