@@ -153,3 +153,34 @@ func BenchmarkObserveRenewal(b *testing.B) {
 		w.tr.observe(ls[i%len(ls)], true)
 	}
 }
+
+// BenchmarkObserveRenewalMany is the UI's cost per renewal with many
+// leases renewing in turn: within the bound of kept timelines, and past
+// it, where every renewal of a lease without a timeline evicts the least
+// recently active one.
+func BenchmarkObserveRenewalMany(b *testing.B) {
+	for _, n := range []int{maxHolderHistories - 12, 2 * maxHolderHistories} {
+		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+			tr := newHolderTracker()
+			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			tr.now = func() time.Time { return clock }
+			tr.replace(nil)
+			// Two states of each lease, renewed a second apart, taken in
+			// turn so that every observation is a renewal.
+			ls := make([][2]*coordinationv1.Lease, n)
+			for i := range ls {
+				for j := range ls[i] {
+					l := testLease("default", fmt.Sprintf("l-%d", i), "holder")
+					rt := metav1.NewMicroTime(clock.Add(time.Duration(j) * time.Second))
+					l.Spec.RenewTime = &rt
+					ls[i][j] = l
+				}
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				clock = clock.Add(time.Millisecond)
+				tr.observe(ls[i%n][(i/n)%2], true)
+			}
+		})
+	}
+}
