@@ -63,11 +63,12 @@ type holderTracker struct {
 	// The timelines (timeline.go), and which to save soon (a new
 	// tenure), later (renewals only) or delete; store is nil when they
 	// are kept in memory only.
-	timelines map[leaseKey]*timeline
-	urgent    map[leaseKey]bool
-	lazy      map[leaseKey]bool
-	gone      map[leaseKey]bool
-	store     TimelineStore
+	timelines  map[leaseKey]*timeline
+	byActivity activityHeap
+	urgent     map[leaseKey]bool
+	lazy       map[leaseKey]bool
+	gone       map[leaseKey]bool
+	store      TimelineStore
 }
 
 func newHolderTracker() *holderTracker {
