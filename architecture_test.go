@@ -56,6 +56,8 @@ var layerRules = []layerRule{
 		why: "the strategy contract is shared by the host, the guest SDK (built for wasip1) and the election: standard library only, like wazero's api package"},
 	{pkgs: []string{"plugins/signature"}, deny: []string{"thirdparty", "engine/...", "web/...", "storage/...", "plugins/host/...", "plugins/sdk/..."},
 		why: "module signatures are checked before wazero sees a byte of the module: standard library crypto only, so the check is small enough to audit"},
+	{pkgs: []string{"plugins/status"}, deny: []string{"thirdparty", "engine/...", "web/...", "storage/...", "plugins/host/...", "plugins/sdk/..."},
+		why: "the host's report of its modules is shown by the web server, which must not link the WASM runtime: standard library only"},
 	{pkgs: []string{"plugins/sdk/..."}, deny: []string{"thirdparty", "engine/...", "web/...", "storage/...", "plugins/host/..."},
 		why: "the guest SDK compiles to WebAssembly: it may use only the contract and the standard library"},
 	{pkgs: []string{"plugins/..."}, deny: []string{"engine/...", "storage/...", "web/...", "k8s.io/", "sigs.k8s.io/", "go.etcd.io/"},

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/plugins/signature"
@@ -39,6 +40,7 @@ type server struct {
 	store   backend.Store
 	dbPath  string // the storage as logs and the UI name it
 	eng     *engine.Engine
+	hist    *history.Store
 	plugins *host.Host
 	// ctrl is the election controller this server runs, nil while another
 	// server sharing the store leads.
@@ -136,6 +138,8 @@ func (s *server) startEngine(ctx context.Context) error {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	s.eng = eng
+	// Decision histories and lease timelines live beside the API objects.
+	s.hist = history.New(s.store, s.log.With("component", "history"))
 	return eng.Start(ctx)
 }
 
@@ -168,7 +172,7 @@ func (s *server) loadPlugins(ctx context.Context) error {
 // newElection makes the first election controller; a single server runs
 // it at once, and is ready only once it synced.
 func (s *server) newElection() (election.Options, *election.Controller, error) {
-	opts := election.Options{Engine: s.eng, Registry: s.plugins, Logger: s.log.With("component", "election"),
+	opts := election.Options{Engine: s.eng, History: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
 		DecideTimeout: s.cfg.PluginTimeout,
@@ -222,7 +226,7 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 		Engine: s.eng, Logger: s.log.With("component", "web"),
 		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
-		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.eng.Decisions},
+		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
 		Limits: s.cfg.Limits, ShutdownDelay: s.cfg.ShutdownDelay, Metrics: s.commits.Metrics,
 		Election: func() (election.Stats, bool) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
@@ -46,7 +47,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	for _, u := range matrixUsers[1:] {
 		tokens = append(tokens, auth.TokenEntry{Token: "token-" + u, User: auth.User{Name: u}})
 	}
-	base, eng := startAuthorizingServer(t, tokens, matrixPolicies, reg)
+	base, hist := startAuthorizingServer(t, tokens, matrixPolicies, reg)
 
 	// The secret namespace's data: a lease with a recognisable holder and
 	// a decision that names it.
@@ -59,7 +60,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		if r.code != 201 {
 			t.Fatalf("seed %s: %d %s", ns, r.code, r.body)
 		}
-		if err := eng.RecordDecision(ctx, ns, "l", engine.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: holder}, 10); err != nil {
+		if err := hist.RecordDecision(ctx, ns, "l", history.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: holder}, 10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +138,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 // token authentication, the policies, the online backup and the UI's
 // decision history: every route an authorization test needs. It returns
 // the base URL and the engine.
-func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies auth.Policies, reg *metrics.Registry) (string, *engine.Engine) {
+func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies auth.Policies, reg *metrics.Registry) (string, *history.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{})
@@ -149,10 +150,11 @@ func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies aut
 	if err != nil {
 		t.Fatal(err)
 	}
+	hist := history.New(st, nil)
 	srv, err := web.NewServer(web.Options{
 		Engine: eng, Version: testVersion, Metrics: reg, Policies: policies, Backup: st.Backup,
 		Auth: &auth.Authenticator{Tokens: auth.NewTokens(tokens)},
-		UI:   ui.Sources{Decisions: eng.Decisions},
+		UI:   ui.Sources{Decisions: hist, Timelines: hist},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,5 +167,5 @@ func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies aut
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String(), eng
+	return "http://" + ln.Addr().String(), hist
 }

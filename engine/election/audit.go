@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -66,7 +66,7 @@ func (c *Controller) memoFor(ctx context.Context, k leaseKey) *memo {
 	c.mu.Unlock()
 	if !m.historyLoaded {
 		m.historyLoaded = true
-		recs, err := c.e.Decisions(ctx, k.ns, k.name)
+		recs, err := c.h.Decisions(ctx, k.ns, k.name)
 		if err != nil {
 			c.log.Warn("Reading decision history failed", "lease", k.String(), "err", err)
 		}
@@ -91,7 +91,7 @@ func (m *memo) incident(category, detail string) bool {
 func (m *memo) resolved(category string) { delete(m.incidents, category) }
 
 // remember feeds a recorded decision into the history strategies see.
-func (m *memo) remember(r engine.DecisionRecord, keep int) {
+func (m *memo) remember(r history.DecisionRecord, keep int) {
 	if r.Chosen == "" {
 		return
 	}
@@ -104,17 +104,17 @@ func (m *memo) remember(r engine.DecisionRecord, keep int) {
 
 // newRecord starts an audit record of a decision on k.
 func (c *Controller) newRecord(m *memo, now time.Time, trigger abi.Reason, strategy string, lv leaseView,
-	cands []*candEntry, dec *decision) engine.DecisionRecord {
-	r := engine.DecisionRecord{Time: now.UTC(), Seq: m.seq, Trigger: string(trigger), Strategy: strategy, Holder: lv.holder}
+	cands []*candEntry, dec *decision) history.DecisionRecord {
+	r := history.DecisionRecord{Time: now.UTC(), Seq: m.seq, Trigger: string(trigger), Strategy: strategy, Holder: lv.holder}
 	for _, e := range cands {
 		st := c.state(e, now)
-		r.Candidates = append(r.Candidates, engine.DecisionCandidate{
+		r.Candidates = append(r.Candidates, history.DecisionCandidate{
 			Name: e.obj.Name, BinaryVersion: e.obj.Spec.BinaryVersion, EmulationVersion: e.obj.Spec.EmulationVersion,
 			Strategy: string(e.obj.Spec.Strategy), Acked: st == stAcked, State: st.String()})
 	}
 	sort.Slice(r.Candidates, func(i, j int) bool { return r.Candidates[i].Name < r.Candidates[j].Name })
 	if dec != nil {
-		r.Module = engine.DecisionModule{Name: dec.module.Name, Version: dec.module.Version,
+		r.Module = history.DecisionModule{Name: dec.module.Name, Version: dec.module.Version,
 			SHA256: dec.module.SHA256, Builtin: dec.module.Builtin, SettingsSHA256: dec.module.SettingsSHA256}
 		r.Input = dec.in
 		if dec.d != nil {
@@ -135,9 +135,9 @@ func (c *Controller) newRecord(m *memo, now time.Time, trigger abi.Reason, strat
 // record persists r (bounded history) and feeds it to later decisions.
 // A storage failure is logged, never fatal: auditing must not stop
 // elections.
-func (c *Controller) record(ctx context.Context, k leaseKey, m *memo, r engine.DecisionRecord) {
+func (c *Controller) record(ctx context.Context, k leaseKey, m *memo, r history.DecisionRecord) {
 	r.Reason = truncate(r.Reason, abi.MaxReasonBytes)
-	if err := c.e.RecordDecision(ctx, k.ns, k.name, r, c.opts.HistoryLimit); err != nil {
+	if err := c.h.RecordDecision(ctx, k.ns, k.name, r, c.opts.HistoryLimit); err != nil {
 		c.log.Warn("Recording election decision failed", "lease", k.String(), "err", err)
 	}
 	c.recordLeaseEvent(ctx, k, r)

@@ -8,13 +8,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/listwatch"
 )
 
 var errMissingResources = errors.New("election: engine does not serve leases v1 and leasecandidates v1beta1")
@@ -25,159 +22,50 @@ func rvOf(o metav1.Object) int64 {
 	return n
 }
 
-// informer is a list+watch loop over one resource in all namespaces, like
-// client-go's reflector: relist on 410 Expired or an ERROR event, resume
-// the watch from the last resourceVersion when it merely times out.
-type informer struct {
-	c       *Controller
-	what    string
-	list    func(ctx context.Context) (items []runtime.Object, rv string, err error)
-	replace func(items []runtime.Object)
-	apply   func(typ watch.EventType, obj runtime.Object)
-	synced  func()
-	watch   func(ctx context.Context, rv string) (watch.Interface, error)
-}
-
-func (inf *informer) run(ctx context.Context) {
-	backoff := 50 * time.Millisecond
-	sleep := func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff):
-			backoff = min(2*backoff, 5*time.Second)
-			return true
-		}
-	}
-	rv := ""
-	for ctx.Err() == nil {
-		if rv == "" {
-			items, lrv, err := inf.list(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					inf.c.log.Warn("Election controller list failed", "resource", inf.what, "err", err)
-				}
-				if !sleep() {
-					return
-				}
-				continue
-			}
-			inf.replace(items)
-			inf.synced()
-			rv = lrv
-		}
-		w, err := inf.watch(ctx, rv)
-		if err != nil {
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = ""
-			} else if ctx.Err() == nil {
-				inf.c.log.Warn("Election controller watch failed", "resource", inf.what, "err", err)
-			}
-			if !sleep() {
-				return
-			}
-			continue
-		}
-		rv = inf.consume(w, rv)
-		w.Stop()
-		if rv == "" && !sleep() {
-			return
-		}
-	}
-}
-
-// consume applies events until the watch ends; it returns the
-// resourceVersion to resume from, or "" to relist.
-func (inf *informer) consume(w watch.Interface, rv string) string {
-	for ev := range w.ResultChan() {
-		switch ev.Type {
-		case watch.Error:
-			if st, ok := ev.Object.(*metav1.Status); ok && st.Code != 410 {
-				inf.c.log.Warn("Election controller watch error", "resource", inf.what, "message", st.Message)
-			}
-			return ""
-		case watch.Bookmark:
-			if m, err := meta.Accessor(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-		case watch.Added, watch.Modified, watch.Deleted:
-			if m, err := meta.Accessor(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-			inf.apply(ev.Type, ev.Object)
-		}
-	}
-	return rv
-}
-
 func (c *Controller) runLeaseInformer(ctx context.Context) {
-	(&informer{
-		c: c, what: "leases",
-		list: func(ctx context.Context) ([]runtime.Object, string, error) {
-			out, err := c.e.List(ctx, c.leaseScope, &metav1.ListOptions{})
-			if err != nil {
-				return nil, "", err
-			}
-			l := out.(*coordinationv1.LeaseList)
-			items := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				items[i] = &l.Items[i]
-			}
-			return items, l.ResourceVersion, nil
+	listwatch.Run(ctx, listwatch.Options[*coordinationv1.LeaseList, *coordinationv1.Lease]{
+		Engine: c.e, Scope: c.leaseScope,
+		// observeLease copies what it keeps, and nothing here writes to an
+		// event's object: take the objects the engine shares.
+		SharedObjects: true,
+		Replace: func(l *coordinationv1.LeaseList) {
+			c.replaceLeases(l.Items)
+			c.leasesSynced.Store(true)
+			c.signal()
 		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			// observeLease copies what it keeps, and nothing here writes to
-			// an event's object: take the objects the engine shares.
-			return c.e.Watch(engine.WithSharedWatchObjects(ctx), c.leaseScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		},
-		replace: c.replaceLeases,
-		apply: func(typ watch.EventType, obj runtime.Object) {
-			l, ok := obj.(*coordinationv1.Lease)
-			if !ok {
-				return
-			}
+		Apply: func(typ watch.EventType, l *coordinationv1.Lease) {
 			if typ == watch.Deleted {
 				c.forgetLease(l)
 				return
 			}
 			c.observeLease(l)
 		},
-		synced: func() { c.leasesSynced.Store(true); c.signal() },
-	}).run(ctx)
+		OnError: func(err error) {
+			c.log.Warn("Election controller list or watch failed", "resource", "leases", "err", err)
+		},
+	})
 }
 
 func (c *Controller) runCandidateInformer(ctx context.Context) {
-	(&informer{
-		c: c, what: "leasecandidates",
-		list: func(ctx context.Context) ([]runtime.Object, string, error) {
-			out, err := c.e.List(ctx, c.candScope, &metav1.ListOptions{})
-			if err != nil {
-				return nil, "", err
-			}
-			l := out.(*coordinationv1beta1.LeaseCandidateList)
-			items := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				items[i] = &l.Items[i]
-			}
-			return items, l.ResourceVersion, nil
+	listwatch.Run(ctx, listwatch.Options[*coordinationv1beta1.LeaseCandidateList, *coordinationv1beta1.LeaseCandidate]{
+		// observeCandidate keeps the event's object: the watch copies it.
+		Engine: c.e, Scope: c.candScope,
+		Replace: func(l *coordinationv1beta1.LeaseCandidateList) {
+			c.replaceCandidates(l.Items)
+			c.candsSynced.Store(true)
+			c.signal()
 		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return c.e.Watch(ctx, c.candScope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		},
-		replace: c.replaceCandidates,
-		apply: func(typ watch.EventType, obj runtime.Object) {
-			lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
-			if !ok {
-				return
-			}
+		Apply: func(typ watch.EventType, lc *coordinationv1beta1.LeaseCandidate) {
 			if typ == watch.Deleted {
 				c.forgetCandidate(lc)
 				return
 			}
 			c.observeCandidate(lc, true)
 		},
-		synced: func() { c.candsSynced.Store(true); c.signal() },
-	}).run(ctx)
+		OnError: func(err error) {
+			c.log.Warn("Election controller list or watch failed", "resource", "leasecandidates", "err", err)
+		},
+	})
 }
 
 // leaseRecordChanged reports a change of what a holder renews.
@@ -255,12 +143,12 @@ func (c *Controller) forgetLease(l *coordinationv1.Lease) {
 	c.signalLocked()
 }
 
-func (c *Controller) replaceLeases(items []runtime.Object) {
+func (c *Controller) replaceLeases(items []coordinationv1.Lease) {
 	// Only cached leases can vanish from the cache, so only they are
 	// remembered: a relist does not build a set of every plain lease.
 	seen := map[leaseKey]bool{}
-	for _, o := range items {
-		l := o.(*coordinationv1.Lease)
+	for i := range items {
+		l := &items[i]
 		if c.observeLease(l) {
 			seen[leaseKey{l.Namespace, l.Name}] = true
 		}
@@ -351,11 +239,11 @@ func (c *Controller) forgetCandidate(lc *coordinationv1beta1.LeaseCandidate) {
 	c.signalLocked()
 }
 
-func (c *Controller) replaceCandidates(items []runtime.Object) {
+func (c *Controller) replaceCandidates(items []coordinationv1beta1.LeaseCandidate) {
 	type id struct{ ns, name string }
 	seen := map[id]bool{}
-	for _, o := range items {
-		lc := o.(*coordinationv1beta1.LeaseCandidate)
+	for i := range items {
+		lc := &items[i]
 		seen[id{lc.Namespace, lc.Name}] = true
 		c.observeCandidate(lc, false)
 	}

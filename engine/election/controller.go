@@ -51,6 +51,7 @@ type candEntry struct {
 type Controller struct {
 	opts Options
 	e    *engine.Engine
+	h    DecisionHistory
 	log  *slog.Logger
 	now  func() time.Time
 
@@ -99,6 +100,7 @@ func New(opts Options) (*Controller, error) {
 	c := &Controller{
 		opts:      opts,
 		e:         opts.Engine,
+		h:         opts.History,
 		log:       opts.Logger.With("component", "election"),
 		now:       opts.Now,
 		leases:    map[leaseKey]*leaseEntry{},

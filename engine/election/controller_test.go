@@ -329,7 +329,7 @@ func TestGarbageCollection(t *testing.T) {
 	env.eventually(3*time.Second, "granted", func() bool { return env.holder("kcm") != "" })
 	stale.stop()
 	env.candidateSynced("stale")
-	if err := env.e.RecordDecision(ctx, testNS, "ghost", DecisionRecordForTest("x"), 0); err != nil {
+	if err := env.h.RecordDecision(ctx, testNS, "ghost", DecisionRecordForTest("x"), 0); err != nil {
 		t.Fatal(err)
 	}
 	// 20 min on, fresh renews (stale cannot); 15 min later only stale is
@@ -415,7 +415,7 @@ func TestDecisionHistoryBounded(t *testing.T) {
 	for i := 1; i <= 8; i++ {
 		r := DecisionRecordForTest("grant")
 		r.Seq = int64(i)
-		if err := env.e.RecordDecision(ctx, testNS, "l", r, 5); err != nil {
+		if err := env.h.RecordDecision(ctx, testNS, "l", r, 5); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -423,17 +423,17 @@ func TestDecisionHistoryBounded(t *testing.T) {
 	if len(recs) != 5 || recs[0].Seq != 4 || recs[4].Seq != 8 {
 		t.Fatalf("history = %+v", recs)
 	}
-	if err := env.e.RecordDecision(ctx, testNS, "bad/name", DecisionRecordForTest("x"), 0); err == nil {
+	if err := env.h.RecordDecision(ctx, testNS, "bad/name", DecisionRecordForTest("x"), 0); err == nil {
 		t.Error("invalid lease name accepted")
 	}
-	keys, err := env.e.DecisionLeases(ctx)
+	keys, err := env.h.DecisionLeases(ctx)
 	if err != nil || len(keys) != 1 || keys[0].Name != "l" || keys[0].Namespace != testNS {
 		t.Fatalf("DecisionLeases = %v, %v", keys, err)
 	}
-	if err := env.e.DeleteDecisions(ctx, testNS, "l"); err != nil {
+	if err := env.h.DeleteDecisions(ctx, testNS, "l"); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.e.DeleteDecisions(ctx, testNS, "l"); err != nil {
+	if err := env.h.DeleteDecisions(ctx, testNS, "l"); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
 	if recs := env.decisions("l"); len(recs) != 0 {

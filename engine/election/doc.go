@@ -104,5 +104,6 @@
 //   - Every decision is auditable: grants annotate the Lease
 //     (AnnotationStrategy, AnnotationModule, AnnotationReason,
 //     AnnotationFallbackFrom) and each decision is appended to a bounded
-//     history (engine.RecordDecision, read with engine.Decisions).
+//     history (Options.History: engine/history's Store, which the web UI
+//     reads too).
 package election

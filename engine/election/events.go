@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -39,7 +40,7 @@ type pendingKey struct {
 // the lease or failed its strategy; other decisions (abstentions,
 // conflicts, cleared preferences) stay in the decision history only.
 // Like the history, a failure to record is logged, never fatal.
-func (c *Controller) recordLeaseEvent(ctx context.Context, k leaseKey, r engine.DecisionRecord) {
+func (c *Controller) recordLeaseEvent(ctx context.Context, k leaseKey, r history.DecisionRecord) {
 	ev, ok := leaseEventOf(r)
 	if !ok {
 		return
@@ -63,7 +64,7 @@ func (c *Controller) emitLeaseEvent(ctx context.Context, k leaseKey, ev leaseEve
 }
 
 // leaseEventOf says what a decision tells in an Event, if anything.
-func leaseEventOf(r engine.DecisionRecord) (leaseEvent, bool) {
+func leaseEventOf(r history.DecisionRecord) (leaseEvent, bool) {
 	if r.Outcome != "ok" {
 		return leaseEvent{}, false
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +21,7 @@ func slowGrants() Options {
 	return o
 }
 
-func grantsOf(recs []engine.DecisionRecord) []string {
+func grantsOf(recs []history.DecisionRecord) []string {
 	var out []string
 	for _, r := range recs {
 		if r.Action == "grant" && r.Outcome == "ok" {

@@ -90,7 +90,7 @@ func (c *Controller) CollectGarbage(ctx context.Context) int {
 // while it was a plain lease the cache did not follow). A lease that is
 // not cached may still exist, so the engine has the last word.
 func (c *Controller) collectHistories(ctx context.Context) {
-	keys, err := c.e.DecisionLeases(ctx)
+	keys, err := c.h.DecisionLeases(ctx)
 	if err != nil {
 		c.log.Warn("Listing decision histories failed", "err", err)
 		return
@@ -101,7 +101,7 @@ func (c *Controller) collectHistories(ctx context.Context) {
 		orphan := c.leases[k] == nil && len(c.cands[k]) == 0
 		c.mu.Unlock()
 		if orphan && !c.leaseExists(ctx, k) {
-			if err := c.e.DeleteDecisions(ctx, k.ns, k.name); err != nil {
+			if err := c.h.DeleteDecisions(ctx, k.ns, k.name); err != nil {
 				c.log.Warn("Deleting decision history failed", "lease", k.String(), "err", err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,6 +28,7 @@ const testNS = "kube-system"
 type testEnv struct {
 	t      testing.TB
 	e      *engine.Engine
+	h      *history.Store
 	c      *Controller
 	ctx    context.Context
 	leases engine.Scope
@@ -58,14 +60,15 @@ func newEnv(t testing.TB, opts Options) *testEnv {
 	if err != nil {
 		t.Fatalf("engine: %v", err)
 	}
-	opts.Engine, opts.Logger = e, log
+	h := history.New(st, log)
+	opts.Engine, opts.History, opts.Logger = e, h, log
 	c, err := New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	lr, _ := e.ResourceFor(engine.GroupName, "v1", "leases")
 	cr, _ := e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
-	env := &testEnv{t: t, e: e, c: c, ctx: ctx, done: make(chan struct{}),
+	env := &testEnv{t: t, e: e, h: h, c: c, ctx: ctx, done: make(chan struct{}),
 		leases: engine.Scope{Resource: lr, Version: "v1", Namespace: testNS, UserAgent: "election-test/v0"},
 		cands:  engine.Scope{Resource: cr, Version: "v1beta1", Namespace: testNS, UserAgent: "election-test/v0"}}
 	t.Cleanup(func() {
@@ -200,9 +203,9 @@ func (env *testEnv) preferred(name string) string {
 // settledDecisions waits until the lease has a decision history that has
 // stopped growing: the controller records a decision just after the write
 // it decided on, so a test that saw the write may not see the record yet.
-func (env *testEnv) settledDecisions(name string) []engine.DecisionRecord {
+func (env *testEnv) settledDecisions(name string) []history.DecisionRecord {
 	env.t.Helper()
-	var prev []engine.DecisionRecord
+	var prev []history.DecisionRecord
 	env.eventually(3*time.Second, "decision history of "+name, func() bool {
 		recs := env.decisions(name)
 		settled := len(recs) > 0 && len(recs) == len(prev)
@@ -215,16 +218,16 @@ func (env *testEnv) settledDecisions(name string) []engine.DecisionRecord {
 	return prev
 }
 
-func (env *testEnv) decisions(name string) []engine.DecisionRecord {
+func (env *testEnv) decisions(name string) []history.DecisionRecord {
 	env.t.Helper()
-	recs, err := env.e.Decisions(context.Background(), testNS, name)
+	recs, err := env.h.Decisions(context.Background(), testNS, name)
 	if err != nil {
 		env.t.Fatalf("decisions: %v", err)
 	}
 	return recs
 }
 
-func countAction(recs []engine.DecisionRecord, action string) int {
+func countAction(recs []history.DecisionRecord, action string) int {
 	n := 0
 	for _, r := range recs {
 		if r.Action == action {
@@ -235,7 +238,7 @@ func countAction(recs []engine.DecisionRecord, action string) int {
 }
 
 // countDone counts the records of action whose write succeeded.
-func countDone(recs []engine.DecisionRecord, action string) int {
+func countDone(recs []history.DecisionRecord, action string) int {
 	n := 0
 	for _, r := range recs {
 		if r.Action == action && r.Outcome == "ok" {
@@ -406,8 +409,8 @@ func (m *member) pings() int {
 }
 
 // DecisionRecordForTest is a minimal record.
-func DecisionRecordForTest(action string) engine.DecisionRecord {
-	return engine.DecisionRecord{Time: time.Now().UTC(), Action: action, Strategy: abi.BuiltinStrategy}
+func DecisionRecordForTest(action string) history.DecisionRecord {
+	return history.DecisionRecord{Time: time.Now().UTC(), Action: action, Strategy: abi.BuiltinStrategy}
 }
 
 func candidateObj(name, bin, strategy string) *coordinationv1beta1.LeaseCandidate {

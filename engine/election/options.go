@@ -1,11 +1,15 @@
 package election
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -70,10 +74,24 @@ const (
 	DefaultMaxFailureBackoff = 5 * time.Minute
 )
 
+// DecisionHistory is what the controller needs of the decision history
+// (see engine/history, whose *Store fits).
+type DecisionHistory interface {
+	RecordDecision(ctx context.Context, ns, name string, rec history.DecisionRecord, keep int) error
+	Decisions(ctx context.Context, ns, name string) ([]history.DecisionRecord, error)
+	DeleteDecisions(ctx context.Context, ns, name string) error
+	DecisionLeases(ctx context.Context) ([]types.NamespacedName, error)
+}
+
 // Options configure a Controller. Zero durations take the defaults above.
 type Options struct {
 	// Engine is the API the controller acts through; required.
 	Engine *engine.Engine
+	// History is where the controller records its decisions, reads them
+	// back after a restart (strategies see the recent ones) and deletes
+	// those of deleted leases; required. engine/history's Store, over the
+	// engine's store, is the one leasehold runs.
+	History DecisionHistory
 	// Registry resolves the strategy names candidates declare. Nil means
 	// only the native OldestEmulationVersion.
 	Registry abi.Registry
@@ -121,7 +139,7 @@ type Options struct {
 	FailureBackoff    time.Duration
 	MaxFailureBackoff time.Duration
 	// HistoryLimit is how many decisions are kept per lease; default
-	// engine.DefaultDecisionHistory.
+	// history.DefaultDecisionHistory.
 	HistoryLimit int
 	// HistoryInput is how many earlier decisions a strategy sees.
 	HistoryInput int
@@ -130,6 +148,9 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Engine == nil {
 		return o, errors.New("election: Options.Engine is required")
+	}
+	if o.History == nil {
+		return o, errors.New("election: Options.History is required")
 	}
 	if o.Registry == nil {
 		o.Registry = NewStaticRegistry(NativeOldest)
@@ -169,7 +190,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.MaxFailureBackoff = max(o.MaxFailureBackoff, o.FailureBackoff)
 	o.GrantAckWait = min(o.GrantAckWait, o.PingWindow)
 	if o.HistoryLimit <= 0 {
-		o.HistoryLimit = engine.DefaultDecisionHistory
+		o.HistoryLimit = history.DefaultDecisionHistory
 	}
 	if o.HistoryInput <= 0 {
 		o.HistoryInput = DefaultHistoryInput

@@ -395,7 +395,7 @@ func (c *Controller) forget(ctx context.Context, k leaseKey, deleted bool) {
 	c.mu.Unlock()
 	c.backoff.forget(k)
 	if deleted {
-		if err := c.e.DeleteDecisions(ctx, k.ns, k.name); err != nil {
+		if err := c.h.DeleteDecisions(ctx, k.ns, k.name); err != nil {
 			c.log.Warn("Deleting decision history failed", "lease", k.String(), "err", err)
 		}
 	}

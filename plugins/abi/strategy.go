@@ -60,8 +60,13 @@ type ModuleInfo struct {
 var ErrStrategyFailed = errors.New("election: strategy failed")
 
 // ModuleStatus describes one loaded (or rejected) strategy module with its
-// call statistics: plugins/host reports it, the web UI and /metrics show
-// it.
+// call statistics, as the web UI's system endpoint reports it.
+//
+// Deprecated: ModuleStatus is the host's report, not part of the strategy
+// contract; the host and the UI use
+// github.com/leasehold/leasehold/plugins/status.Module (same fields, same
+// JSON) instead. This copy is kept unchanged for ABI 1.1 and will be
+// removed in the next ABI minor revision.
 type ModuleStatus struct {
 	Name        string `json:"name"`
 	File        string `json:"file"`
@@ -110,6 +115,10 @@ type ModuleStatus struct {
 }
 
 // Module states (ModuleStatus.State).
+//
+// Deprecated: use plugins/status.StateLoaded and
+// plugins/status.StateRefusedPrefix; these will be removed with
+// ModuleStatus in the next ABI minor revision.
 const (
 	StateLoaded        = "loaded"
 	StateRefusedPrefix = "refused: "

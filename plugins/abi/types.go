@@ -17,7 +17,10 @@ const ABIVersion = 1
 //
 //   - 0: the original contract.
 //   - 1: per-strategy settings (Input.Settings), Input.ABIMinor and
-//     Info.ABIMinor.
+//     Info.ABIMinor. ModuleStatus (and its StateLoaded,
+//     StateRefusedPrefix) is deprecated within 1.1: it is the host's
+//     report, now plugins/status.Module, and is removed in the next
+//     minor revision, together with that revision's additions.
 const ABIMinor = 1
 
 // MaxSettingsBytes bounds a strategy's settings document (NAME.json beside

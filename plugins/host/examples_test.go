@@ -117,7 +117,7 @@ func TestGoExample(t *testing.T) {
 			t.Fatalf("seed %d: first %s has %s, newest is %s", seed, first.Name, first.BinaryVersion.Raw, newest.Raw)
 		}
 	}
-	if st := status(t, h, s.Name()); st.Calls != 10 || st.Errors != 0 {
+	if st := moduleStatus(t, h, s.Name()); st.Calls != 10 || st.Errors != 0 {
 		t.Fatalf("status: %+v", st)
 	}
 }

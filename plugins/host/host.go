@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // Host is the strategy registry: embedded built-ins plus the modules of
@@ -177,11 +178,11 @@ func (h *Host) sortedPaths() []string {
 }
 
 // Modules lists built-ins, then directory files by path.
-func (h *Host) Modules() []abi.ModuleStatus {
+func (h *Host) Modules() []status.Module {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	active := *h.active.Load()
-	var out []abi.ModuleStatus
+	var out []status.Module
 	names := make([]string, 0, len(h.builtins))
 	for n := range h.builtins {
 		names = append(names, n)
@@ -192,7 +193,7 @@ func (h *Host) Modules() []abi.ModuleStatus {
 	}
 	for _, p := range h.sortedPaths() {
 		f := h.files[p]
-		st := abi.ModuleStatus{File: p, SHA256: f.sha, SignerKeyID: f.errKey}
+		st := status.Module{File: p, SHA256: f.sha, SignerKeyID: f.errKey}
 		if f.mod != nil {
 			st = h.status(f.mod, active)
 			st.SignerKeyID = f.signer
@@ -201,7 +202,7 @@ func (h *Host) Modules() []abi.ModuleStatus {
 			st.LoadError = f.err.Error()
 			if f.mod == nil {
 				st.LastError, st.LastErrorAt = f.err.Error(), f.errAt
-				st.State = abi.StateRefusedPrefix + f.err.Error()
+				st.State = status.StateRefusedPrefix + f.err.Error()
 			} else {
 				st.RefusedSHA256 = f.errSHA
 			}
@@ -211,10 +212,10 @@ func (h *Host) Modules() []abi.ModuleStatus {
 	return out
 }
 
-func (h *Host) status(m *module, active map[string]*module) abi.ModuleStatus {
-	st := abi.ModuleStatus{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
+func (h *Host) status(m *module, active map[string]*module) status.Module {
+	st := status.Module{Name: m.info.Name, File: m.file, SHA256: m.sha, Version: m.info.Version,
 		Description: m.info.Description, Builtin: m.builtin, Active: active[m.info.Name] == m, LoadedAt: m.loadedAt,
-		ABIVersion: strconv.Itoa(int(m.abi)), State: abi.StateLoaded, ABIMinor: m.info.ABIMinor,
+		ABIVersion: strconv.Itoa(int(m.abi)), State: status.StateLoaded, ABIMinor: m.info.ABIMinor,
 		SettingsFile: m.settingsFile, SettingsSHA256: m.settingsSHA}
 	m.stats.fill(&st)
 	return st

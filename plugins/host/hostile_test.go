@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // bigInput is over the 200 kB that arms the hostile modules.
@@ -81,7 +82,7 @@ func TestHostileAtDecision(t *testing.T) {
 			if _, err := s.Decide(context.Background(), abi.SampleInput("example.com/hostile")); err != nil {
 				t.Fatalf("next decision: %v", err)
 			}
-			st := status(t, h, "example.com/hostile")
+			st := moduleStatus(t, h, "example.com/hostile")
 			if st.Errors != 1 || st.Calls != 2 || !strings.Contains(st.LastError, tt.want) {
 				t.Fatalf("status = %+v", st)
 			}
@@ -249,7 +250,7 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-func status(t *testing.T, h *Host, name string) abi.ModuleStatus {
+func moduleStatus(t *testing.T, h *Host, name string) status.Module {
 	t.Helper()
 	for _, m := range h.Modules() {
 		if m.Name == name && m.Active {
@@ -257,7 +258,7 @@ func status(t *testing.T, h *Host, name string) abi.ModuleStatus {
 		}
 	}
 	t.Fatalf("no active module %q in %+v", name, h.Modules())
-	return abi.ModuleStatus{}
+	return status.Module{}
 }
 
 // TestGuestLogFlood: a module logging in a loop is rate-limited (the

@@ -207,7 +207,7 @@ func TestAssemblyScriptExample(t *testing.T) {
 	if got, err := s.Decide(ctx, in); err != nil || got.Ranking[0] != first {
 		t.Fatalf("a drain that is not a string is ignored: %v %v", got, err)
 	}
-	if st := status(t, h, name); st.Calls != uint64(len(inputs)+4) || st.Errors != 0 {
+	if st := moduleStatus(t, h, name); st.Calls != uint64(len(inputs)+4) || st.Errors != 0 {
 		t.Fatalf("status: %+v", st)
 	}
 	_, timing, err := TestRun(ctx, wasm, abi.GenerateInput(7, 100, name))
@@ -261,7 +261,7 @@ func TestRustExample(t *testing.T) {
 			t.Fatalf("input %d (lease %+v):\n got %s %v %v\nwant %s %v", i, in.Lease, got.Action, got.Preempt, got.Ranking, action, want)
 		}
 	}
-	if st := status(t, h, name); st.Calls != uint64(len(inputs)) || st.Errors != 0 {
+	if st := moduleStatus(t, h, name); st.Calls != uint64(len(inputs)) || st.Errors != 0 {
 		t.Fatalf("status: %+v", st)
 	}
 	_, timing, err := TestRun(ctx, wasm, abi.GenerateInput(7, 100, name))

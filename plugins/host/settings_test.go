@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
 	"github.com/leasehold/leasehold/plugins/signature"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // servedSettings returns the settings (and their digest) of the module
@@ -60,7 +61,7 @@ func TestSettingsHotReload(t *testing.T) {
 		if got, _ := servedSettings(t, h, "example.com/hello"); got != string(v2) {
 			t.Fatalf("bad settings %.20q replaced good ones: %q", bad, got)
 		}
-		if st := fileStatus(t, h, path); !strings.Contains(st.LoadError, "settings") || st.State != abi.StateLoaded {
+		if st := fileStatus(t, h, path); !strings.Contains(st.LoadError, "settings") || st.State != status.StateLoaded {
 			t.Fatalf("bad settings %.20q: status %+v", bad, st)
 		}
 	}
@@ -94,7 +95,7 @@ func TestSettingsSigned(t *testing.T) {
 	settings := filepath.Join(dir, "hello.json")
 	writeFile(t, settings, []byte(`{"zone":"a"}`))
 	h.Scan(ctx)
-	if st := fileStatus(t, h, path); st.State == abi.StateLoaded || !strings.Contains(st.State, "settings") {
+	if st := fileStatus(t, h, path); st.State == status.StateLoaded || !strings.Contains(st.State, "settings") {
 		t.Fatalf("unsigned settings: status %+v", st)
 	}
 	signFile(t, key, settings)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/signature"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // signingKey makes a key pair with "leasehold plugin keygen"'s code, in
@@ -34,7 +35,7 @@ func signFile(t *testing.T, key, module string) {
 }
 
 // fileStatus returns the Modules entry of path.
-func fileStatus(t *testing.T, h *Host, path string) abi.ModuleStatus {
+func fileStatus(t *testing.T, h *Host, path string) status.Module {
 	t.Helper()
 	for _, st := range h.Modules() {
 		if st.File == path {
@@ -42,7 +43,7 @@ func fileStatus(t *testing.T, h *Host, path string) abi.ModuleStatus {
 		}
 	}
 	t.Fatalf("%s not in Modules()", path)
-	return abi.ModuleStatus{}
+	return status.Module{}
 }
 
 func shaOf(b []byte) string {
@@ -72,7 +73,7 @@ func TestSignedModules(t *testing.T) {
 	if _, ok := h.Lookup(abi.BuiltinStrategy); !ok {
 		t.Fatal("built-in not served with trust keys")
 	}
-	if st := h.Modules()[0]; !st.Builtin || st.State != abi.StateLoaded || st.ABIVersion != "1" {
+	if st := h.Modules()[0]; !st.Builtin || st.State != status.StateLoaded || st.ABIVersion != "1" {
 		t.Fatalf("built-in status: %+v", st)
 	}
 
@@ -110,7 +111,7 @@ func TestSignedModules(t *testing.T) {
 		t.Fatalf("signed module: version %q", v)
 	}
 	st = fileStatus(t, h, path)
-	if st.State != abi.StateLoaded || st.SignerKeyID != trustedID || st.ABIVersion != "1" || st.LoadError != "" {
+	if st.State != status.StateLoaded || st.SignerKeyID != trustedID || st.ABIVersion != "1" || st.LoadError != "" {
 		t.Fatalf("signed module: %+v", st)
 	}
 	served, _ := h.Lookup(name)
@@ -124,7 +125,7 @@ func TestSignedModules(t *testing.T) {
 		t.Fatalf("altered module replaced the good one: version %q", v)
 	}
 	st = fileStatus(t, h, path)
-	if st.State != abi.StateLoaded || !strings.HasPrefix(st.LoadError, "digest mismatch: ") ||
+	if st.State != status.StateLoaded || !strings.HasPrefix(st.LoadError, "digest mismatch: ") ||
 		st.RefusedSHA256 != shaOf(v2) || st.SHA256 != shaOf(v1) || st.SignerKeyID != trustedID {
 		t.Fatalf("altered module: %+v", st)
 	}
@@ -221,7 +222,7 @@ func TestKeyRotation(t *testing.T) {
 	if st := fileStatus(t, h2, other); st.State != "refused: untrusted key id: "+oldID {
 		t.Fatalf("old key after rotation: %+v", st)
 	}
-	if st := fileStatus(t, h2, path); st.State != abi.StateLoaded || st.SignerKeyID != newID {
+	if st := fileStatus(t, h2, path); st.State != status.StateLoaded || st.SignerKeyID != newID {
 		t.Fatalf("new key after rotation: %+v", st)
 	}
 }
@@ -238,7 +239,7 @@ func TestUnsignedWithoutTrustKeys(t *testing.T) {
 	h := quietHost(t, Options{Dir: dir})
 	h.Scan(context.Background())
 	st := fileStatus(t, h, path)
-	if v := version(t, h, "example.com/hello"); v != "1" || st.State != abi.StateLoaded || st.SignerKeyID != "" {
+	if v := version(t, h, "example.com/hello"); v != "1" || st.State != status.StateLoaded || st.SignerKeyID != "" {
 		t.Fatalf("without trust keys: version %q, %+v", v, st)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 const latencyWindow = 512 // recent decisions kept for p50/p99
@@ -41,7 +41,7 @@ func (s *stats) record(d time.Duration, err error) {
 	}
 }
 
-func (s *stats) fill(st *abi.ModuleStatus) {
+func (s *stats) fill(st *status.Module) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Calls, st.Errors, st.LatencySum = s.calls, s.errors, s.sum

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/web/apiserver"
 )
 
@@ -72,12 +73,6 @@ type ActionRecord struct {
 	UID string `json:"uid,omitempty"`
 }
 
-// decisionRecorder is what recording needs of the engine
-// ((*engine.Engine).RecordDecision fits).
-type decisionRecorder interface {
-	RecordDecision(ctx context.Context, ns, name string, rec engine.DecisionRecord, keep int) error
-}
-
 // reacquireWindow is how recent an acquireTime must be for a released
 // holder found holding the lease again to count as having re-acquired it.
 const reacquireWindow = 30 * time.Second
@@ -90,8 +85,8 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 		h.writeError(rc, fasthttp.StatusNotFound, err)
 		return
 	}
-	rec, ok := h.opts.Engine.(decisionRecorder)
-	if h.opts.Engine == nil || !ok {
+	rec := h.opts.Sources.Decisions
+	if h.opts.Engine == nil || rec == nil {
 		h.writeError(rc, fasthttp.StatusNotImplemented, errors.New("this server keeps no decision history"))
 		return
 	}
@@ -115,10 +110,10 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 		return
 	}
 	user := apiserver.Requester(rc).Name
-	d := engine.DecisionRecord{
+	d := history.DecisionRecord{
 		Time: time.Now(), Trigger: OperatorTrigger, Strategy: strategy, Holder: in.Holder, Chosen: in.Target,
 		Action: action, Reason: operatorReason(user, action, in), Outcome: "ok",
-		Module: engine.DecisionModule{Name: "operator " + user},
+		Module: history.DecisionModule{Name: "operator " + user},
 	}
 	if err := rec.RecordDecision(rc, ns, name, d, 0); err != nil {
 		h.log.Warn("Recording an operator action failed", "namespace", ns, "lease", name, "action", action, "user", user, "err", err)

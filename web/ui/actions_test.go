@@ -123,7 +123,7 @@ kubectl delete lease -n edge gateway`
 	if got := eval[string](t, ctx, hist); !strings.HasPrefix(got, "operator|release|—|operator alice|alice released the lease from the web UI|ok\noperator|handover|gw-1|operator alice|") {
 		t.Errorf("decision history:\n%s", got)
 	}
-	recs, err := e.eng.Decisions(context.Background(), "edge", "gateway")
+	recs, err := e.hist.Decisions(context.Background(), "edge", "gateway")
 	if err != nil || len(recs) != 2 || recs[0].Holder != "gw-2" || recs[1].Action != "release" || recs[1].Holder != "gw-2" {
 		t.Errorf("stored records: %v %+v", err, recs)
 	}
@@ -170,7 +170,7 @@ func TestActionsDenied(t *testing.T) {
 	// Nor can bob write into the audit trail directly.
 	e.token = "bob-token"
 	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/gateway/actions/release", map[string]any{"holder": "gw-2"}, http.StatusForbidden)
-	recs, err := e.eng.Decisions(context.Background(), "edge", "gateway")
+	recs, err := e.hist.Decisions(context.Background(), "edge", "gateway")
 	if err != nil || len(recs) != 0 {
 		t.Errorf("records after denied actions: %v %+v", err, recs)
 	}
@@ -190,7 +190,7 @@ func TestActionRecordChecksTheLease(t *testing.T) {
 	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/release", map[string]any{"holder": "gw-9"}, http.StatusConflict)
 	e.request(t, "POST", base+"handover", map[string]any{}, http.StatusBadRequest)
 	e.request(t, "GET", base+"release", nil, http.StatusMethodNotAllowed)
-	if recs, err := e.eng.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {
+	if recs, err := e.hist.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {
 		t.Errorf("records of actions not done: %v %+v", err, recs)
 	}
 }

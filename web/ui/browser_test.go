@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 )
 
 // rowState is the expression of a lease row's "holder|state|expires" text.
@@ -29,17 +29,17 @@ const pageState = `document.getElementById('main').innerText.slice(0, 600) + ' |
 func seed(t *testing.T, e *env) {
 	t.Helper()
 	now := time.Now()
-	module := engine.DecisionModule{Name: "oldest-emulation-version", Version: "1.0.0", Builtin: true}
-	record := func(d engine.DecisionRecord) {
+	module := history.DecisionModule{Name: "oldest-emulation-version", Version: "1.0.0", Builtin: true}
+	record := func(d history.DecisionRecord) {
 		t.Helper()
-		if err := e.eng.RecordDecision(context.Background(), "edge", "gateway", d, 0); err != nil {
+		if err := e.hist.RecordDecision(context.Background(), "edge", "gateway", d, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The controller records a grant just before it writes the lease.
-	record(engine.DecisionRecord{Time: now, Trigger: "lease_missing", Strategy: "OldestEmulationVersion", Action: "grant", Chosen: "gw-2",
+	record(history.DecisionRecord{Time: now, Trigger: "lease_missing", Strategy: "OldestEmulationVersion", Action: "grant", Chosen: "gw-2",
 		Module: module, Ranking: []string{"gw-2"},
-		Candidates: []engine.DecisionCandidate{{Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
+		Candidates: []history.DecisionCandidate{{Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
 		Reason:     "only candidate", Outcome: "ok"})
 	for _, l := range []lease{
 		{ns: "kube-system", name: "kube-scheduler", holder: "node-a_6f1c2", duration: 3600, renewed: 2 * time.Second, transitions: 3},
@@ -53,10 +53,10 @@ func seed(t *testing.T, e *env) {
 	e.createCandidate(t, "edge", "gw-1", "gateway", "1.37.0", "1.36.0", 3*time.Second)
 	e.createCandidate(t, "edge", "gw-2", "gateway", "1.37.0", "1.37.0", 4*time.Second)
 	module.SHA256 = "9f2b6c0d4e8a1b3c"
-	record(engine.DecisionRecord{Time: time.Now(), Trigger: "candidate_changed", Strategy: "OldestEmulationVersion", Holder: "gw-2", Action: "prefer", Chosen: "gw-1",
+	record(history.DecisionRecord{Time: time.Now(), Trigger: "candidate_changed", Strategy: "OldestEmulationVersion", Holder: "gw-2", Action: "prefer", Chosen: "gw-1",
 		Module:     module,
 		Ranking:    []string{"gw-1", "gw-2"},
-		Candidates: []engine.DecisionCandidate{{Name: "gw-1", EmulationVersion: "1.36.0", Acked: true, State: "acked"}, {Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
+		Candidates: []history.DecisionCandidate{{Name: "gw-1", EmulationVersion: "1.36.0", Acked: true, State: "acked"}, {Name: "gw-2", EmulationVersion: "1.37.0", Acked: true, State: "acked"}},
 		Reason:     "gw-1 emulates the oldest version (1.36.0 < 1.37.0)", Outcome: "ok"})
 }
 
@@ -367,21 +367,21 @@ func TestTransitionsHistory(t *testing.T) {
 	// A coordinated lease: grants before the server watched are known
 	// from the decision history only; then fw-b hands over to fw-c.
 	old := time.Now().Add(-10 * time.Minute)
-	record := func(d engine.DecisionRecord) {
+	record := func(d history.DecisionRecord) {
 		t.Helper()
 		d.Strategy, d.Action, d.Outcome = "OldestEmulationVersion", "grant", "ok"
-		d.Module = engine.DecisionModule{Name: "oldest-emulation-version", Builtin: true}
-		if err := e.eng.RecordDecision(context.Background(), "default", "fw", d, 0); err != nil {
+		d.Module = history.DecisionModule{Name: "oldest-emulation-version", Builtin: true}
+		if err := e.hist.RecordDecision(context.Background(), "default", "fw", d, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	record(engine.DecisionRecord{Time: old, Trigger: "lease_missing", Chosen: "fw-a", Reason: "only candidate"})
-	record(engine.DecisionRecord{Time: old.Add(time.Minute), Trigger: "lease_expired", Chosen: "fw-b", Reason: "fw-a expired"})
+	record(history.DecisionRecord{Time: old, Trigger: "lease_missing", Chosen: "fw-a", Reason: "only candidate"})
+	record(history.DecisionRecord{Time: old.Add(time.Minute), Trigger: "lease_expired", Chosen: "fw-b", Reason: "fw-a expired"})
 	e.createLease(t, lease{ns: "default", name: "fw", holder: "fw-b", strategy: "OldestEmulationVersion", duration: 30, transitions: 1})
 	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/default/leases/fw",
 		map[string]any{"spec": map[string]any{"preferredHolder": "fw-c"}}, 200)
 	setHolder(t, e, "default", "fw", "", 1) // fw-b steps down
-	record(engine.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: "fw-c", Reason: "fw-c is preferred"})
+	record(history.DecisionRecord{Time: time.Now(), Trigger: "no_holder", Chosen: "fw-c", Reason: "fw-c is preferred"})
 	setHolder(t, e, "default", "fw", "fw-c", 2)
 	e.waitHolders(t, "default", "fw", "∅>fw-b fw-b>∅ ∅>fw-c")
 

@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // Options configures a Handler.
@@ -30,7 +31,8 @@ type Options struct {
 	StartTime time.Time
 	Logger    *slog.Logger
 	// Engine, when set, lets WatchHolders keep each Lease's recent holder
-	// changes, which the decisions endpoint returns.
+	// changes, which the decisions endpoint returns, and operator actions
+	// check the lease.
 	Engine engine.API
 }
 
@@ -67,7 +69,7 @@ func (h *Handler) WatchHolders(ctx context.Context) {
 	if h.opts.Engine == nil || !h.watching.CompareAndSwap(false, true) {
 		return
 	}
-	h.holders.run(ctx, h.opts.Engine, h.log)
+	h.holders.run(ctx, h.opts.Engine, h.opts.Sources.Timelines, h.log)
 }
 
 // The headers every UI response carries. The policy allows nothing
@@ -208,7 +210,7 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 	if src := h.opts.Sources.Modules; src != nil {
 		st.Modules = src()
 		if st.Modules == nil {
-			st.Modules = []abi.ModuleStatus{}
+			st.Modules = []status.Module{}
 		}
 	}
 	if h.opts.Checks != nil {
@@ -230,9 +232,9 @@ func (h *Handler) serveDecisions(rc *fasthttp.RequestCtx, ns, name string) {
 		h.writeError(rc, fasthttp.StatusNotFound, err)
 		return
 	}
-	out := Decisions{Items: []engine.DecisionRecord{}}
+	out := Decisions{Items: []history.DecisionRecord{}}
 	if src := h.opts.Sources.Decisions; src != nil {
-		items, err := src(rc, ns, name)
+		items, err := src.Decisions(rc, ns, name)
 		if err != nil {
 			h.log.Warn("Reading the decision history failed", "namespace", ns, "lease", name, "err", err)
 			h.writeError(rc, fasthttp.StatusInternalServerError, err)

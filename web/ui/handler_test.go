@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -150,9 +151,9 @@ func TestSystemCluster(t *testing.T) {
 
 func TestDecisionsErrorIsReported(t *testing.T) {
 	t.Parallel()
-	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
+	h := newHandler(t, ui.Sources{Decisions: decisionsFunc(func(context.Context, string, string) ([]history.DecisionRecord, error) {
 		return nil, io.ErrUnexpectedEOF
-	}})
+	})})
 	resp, _ := get(t, h, "GET", "/ui/api/v1/namespaces/default/leases/x/decisions")
 	if resp.StatusCode() != http.StatusInternalServerError || !strings.Contains(string(resp.Body()), "unexpected EOF") {
 		t.Errorf("%d %s", resp.StatusCode(), resp.Body())
@@ -165,10 +166,10 @@ func TestDecisionsErrorIsReported(t *testing.T) {
 func TestDecisionsRefuseImpossibleNames(t *testing.T) {
 	t.Parallel()
 	reads := 0
-	h := newHandler(t, ui.Sources{Decisions: func(context.Context, string, string) ([]engine.DecisionRecord, error) {
+	h := newHandler(t, ui.Sources{Decisions: decisionsFunc(func(context.Context, string, string) ([]history.DecisionRecord, error) {
 		reads++
 		return nil, nil
-	}})
+	})})
 	long := strings.Repeat("a", 254)
 	for _, c := range []struct{ path, body string }{
 		{"/ui/api/v1/namespaces/Default/leases/x/decisions",
@@ -193,4 +194,16 @@ func TestDecisionsRefuseImpossibleNames(t *testing.T) {
 	if resp.StatusCode() != http.StatusOK || string(resp.Body()) != `{"available":true,"items":[],"holders":null,"timeline":null}` || reads != 1 {
 		t.Errorf("longest valid name: %d %s (reads %d)", resp.StatusCode(), resp.Body(), reads)
 	}
+}
+
+// decisionsFunc serves a decision history read from a function, to make
+// the read fail or count it; it records nothing.
+type decisionsFunc func(ctx context.Context, ns, name string) ([]history.DecisionRecord, error)
+
+func (f decisionsFunc) Decisions(ctx context.Context, ns, name string) ([]history.DecisionRecord, error) {
+	return f(ctx, ns, name)
+}
+
+func (decisionsFunc) RecordDecision(context.Context, string, string, history.DecisionRecord, int) error {
+	return errors.New("this test records no decisions")
 }

@@ -21,7 +21,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/plugins/status"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/auth"
@@ -37,6 +38,7 @@ const chromiumPath = "/usr/bin/chromium"
 type env struct {
 	base string
 	eng  *engine.Engine
+	hist *history.Store
 	stop func() // shuts the server down (idempotent)
 	// dbPath is the database file; closeStore closes it (idempotent), so
 	// a test can start another server on it.
@@ -53,8 +55,8 @@ type envOptions struct {
 	dbPath   string
 	auth     *auth.Authenticator
 	policies auth.Policies
-	// beforeServe runs on the engine before the server starts.
-	beforeServe func(*engine.Engine)
+	// beforeServe runs on the history store before the server starts.
+	beforeServe func(*history.Store)
 }
 
 // startEnv starts a server; history caps the watch history (0: default).
@@ -84,8 +86,9 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hist := history.New(st, nil)
 	if o.beforeServe != nil {
-		o.beforeServe(eng)
+		o.beforeServe(hist)
 	}
 	srv, err := web.NewServer(web.Options{
 		Engine: eng, Auth: o.auth, Policies: o.policies,
@@ -99,8 +102,8 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 				return s, err
 			},
 			StoragePath: "/var/lib/leasehold/leasehold.db",
-			Modules: func() []abi.ModuleStatus {
-				return []abi.ModuleStatus{{
+			Modules: func() []status.Module {
+				return []status.Module{{
 					Name: "oldest-emulation-version", File: "builtin:oldest", Version: "1.0.0", Builtin: true, Active: true,
 					SHA256: "9f2b6c0d4e8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c", LoadedAt: time.Now().Add(-time.Hour),
 					Calls: 42, Errors: 1, LastError: "deadline exceeded", LastErrorAt: time.Now().Add(-20 * time.Minute),
@@ -112,7 +115,8 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 					RefusedSHA256: "5e1f0c3a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a2c4e6b8d0f",
 				}}
 			},
-			Decisions: eng.Decisions,
+			Decisions: hist,
+			Timelines: hist,
 		},
 	})
 	if err != nil {
@@ -140,7 +144,7 @@ func startEnvWith(t *testing.T, o envOptions) *env {
 		})
 	}
 	t.Cleanup(stop)
-	return &env{base: "http://" + ln.Addr().String(), eng: eng, stop: stop, dbPath: dbPath, closeStore: closeStore}
+	return &env{base: "http://" + ln.Addr().String(), eng: eng, hist: hist, stop: stop, dbPath: dbPath, closeStore: closeStore}
 }
 
 // request sends one API request and fails the test on an unexpected code.

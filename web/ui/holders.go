@@ -2,17 +2,16 @@ package ui
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/listwatch"
 )
 
 // The bounds of the holder history. A plain Lease (no LeaseCandidates) has
@@ -64,11 +63,12 @@ type holderTracker struct {
 	// The timelines (timeline.go), and which to save soon (a new
 	// tenure), later (renewals only) or delete; store is nil when they
 	// are kept in memory only.
-	timelines map[leaseKey]*timeline
-	urgent    map[leaseKey]bool
-	lazy      map[leaseKey]bool
-	gone      map[leaseKey]bool
-	store     TimelineStore
+	timelines  map[leaseKey]*timeline
+	byActivity activityHeap
+	urgent     map[leaseKey]bool
+	lazy       map[leaseKey]bool
+	gone       map[leaseKey]bool
+	store      TimelineStore
 }
 
 func newHolderTracker() *holderTracker {
@@ -201,19 +201,20 @@ func derefInt32(p *int32) int32 {
 	return *p
 }
 
-// run lists then watches Leases in all namespaces until ctx is done,
-// relisting when the watch fails or its history is gone (410), and
-// resuming from the last resourceVersion when it merely ends.
-func (t *holderTracker) run(ctx context.Context, eng engine.API, log *slog.Logger) {
+// run lists then watches Leases in all namespaces until ctx is done
+// (engine/listwatch: relisting when the watch's history is gone, resuming
+// from the last resourceVersion when it merely ends). Timelines are kept
+// in store too, when it is not nil.
+func (t *holderTracker) run(ctx context.Context, eng engine.API, store TimelineStore, log *slog.Logger) {
 	res, ok := eng.ResourceFor(engine.GroupName, "v1", "leases")
 	if !ok {
 		log.Warn("The UI cannot keep holder histories: the engine serves no leases v1")
 		return
 	}
 	scope := engine.Scope{Resource: res, Version: "v1", UserAgent: "leasehold-ui"}
-	if st, ok := eng.(TimelineStore); ok {
+	if store != nil {
 		t.mu.Lock()
-		t.store = st
+		t.store = store
 		t.mu.Unlock()
 		t.load(ctx, log)
 		flushed := make(chan struct{})
@@ -222,76 +223,19 @@ func (t *holderTracker) run(ctx context.Context, eng engine.API, log *slog.Logge
 		// The final flush runs after the watch stopped observing.
 		defer func() { stopFlush(); <-flushed }()
 	}
-	backoff := 100 * time.Millisecond
-	rv := ""
-	for ctx.Err() == nil {
-		var err error
-		if rv == "" {
-			rv, err = t.list(ctx, eng, scope)
-		}
-		if err == nil {
-			rv, err = t.watch(ctx, eng, scope, rv)
-		}
-		if err == nil {
-			backoff = 100 * time.Millisecond
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		log.Debug("The UI's lease watch failed; relisting", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (t *holderTracker) list(ctx context.Context, eng engine.API, scope engine.Scope) (string, error) {
-	out, err := eng.List(ctx, scope, &metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("listing leases: %w", err)
-	}
-	l, ok := out.(*coordinationv1.LeaseList)
-	if !ok {
-		return "", fmt.Errorf("listing leases: unexpected %T", out)
-	}
-	t.replace(l.Items)
-	return l.ResourceVersion, nil
-}
-
-// watch consumes one watch and returns the resourceVersion to resume
-// from, or "" (with an error) when the caller must relist.
-func (t *holderTracker) watch(ctx context.Context, eng engine.API, scope engine.Scope, rv string) (string, error) {
-	// Nothing here writes to an event's object: take the shared ones.
-	w, err := eng.Watch(engine.WithSharedWatchObjects(ctx), scope, &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-	if err != nil {
-		return "", fmt.Errorf("watching leases: %w", err)
-	}
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			msg := "watch error"
-			if st, ok := ev.Object.(*metav1.Status); ok {
-				msg = st.Message
+	listwatch.Run(ctx, listwatch.Options[*coordinationv1.LeaseList, *coordinationv1.Lease]{
+		Engine: eng, Scope: scope,
+		// Nothing here writes to an event's object, and observe copies
+		// what it keeps: take the shared ones.
+		SharedObjects: true,
+		Replace:       func(l *coordinationv1.LeaseList) { t.replace(l.Items) },
+		Apply: func(typ watch.EventType, l *coordinationv1.Lease) {
+			if typ == watch.Deleted {
+				t.forget(l)
+				return
 			}
-			return "", fmt.Errorf("watching leases: %s", msg)
-		}
-		if m, ok := ev.Object.(metav1.Object); ok {
-			rv = m.GetResourceVersion()
-		}
-		l, ok := ev.Object.(*coordinationv1.Lease)
-		if !ok {
-			continue
-		}
-		switch ev.Type { // bookmarks only move rv
-		case watch.Added, watch.Modified:
 			t.observe(l, true)
-		case watch.Deleted:
-			t.forget(l)
-		}
-	}
-	return rv, nil
+		},
+		OnError: func(err error) { log.Debug("The UI's lease watch failed; retrying", "err", err) },
+	})
 }

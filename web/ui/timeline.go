@@ -1,13 +1,13 @@
 package ui
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The timeline of a Lease: who held it over the last day, as tenures. A
@@ -22,8 +22,8 @@ import (
 // timelineSpan ago, for the same maxHolderHistories leases as the holder
 // changes; identities clipped to maxIdentityBytes. Worst case about 48 ×
 // 330 bytes per lease (8 MiB for 512 leases of 253-byte identities),
-// typically a few KiB in all. The timelines are stored through the engine
-// (TimelineStore) so that a restart keeps them: a lease's document is
+// typically a few KiB in all. The timelines are stored through
+// Sources.Timelines (TimelineStore) so that a restart keeps them: a lease's document is
 // written within flushUrgent of a holder change, and its renewal counts
 // within flushLazy and at shutdown (after a crash the lease's own
 // renewTime still tells the last renewal), so a fleet of leases renewing
@@ -80,6 +80,13 @@ type Tenure struct {
 type TimelineDoc struct {
 	Since   time.Time `json:"since"`
 	Tenures []Tenure  `json:"tenures"`
+
+	// The tracker's bookkeeping, not stored: the lease, and the last
+	// activity (lastActivity) the timeline is ordered by in the
+	// tracker's heap, at index.
+	key   leaseKey
+	at    time.Time
+	index int
 }
 
 type timeline = TimelineDoc
@@ -116,13 +123,6 @@ type TenureView struct {
 	ExpiredAt time.Time `json:"expiredAt,omitzero"`
 }
 
-// TimelineStore keeps timelines across restarts; (*engine.Engine) fits.
-type TimelineStore interface {
-	SaveTimeline(ctx context.Context, ns, name string, doc []byte) error
-	Timelines(ctx context.Context) (map[types.NamespacedName][]byte, error)
-	DeleteTimeline(ctx context.Context, ns, name string) error
-}
-
 func (tn *Tenure) expiry() time.Time {
 	return tn.LastRenew.Add(time.Duration(tn.DurationSeconds) * time.Second)
 }
@@ -154,20 +154,30 @@ func renewTimeOf(l *coordinationv1.Lease) time.Time {
 // observeTimelineLocked records one observed state of lease k in its
 // timeline; live is false for a lease found by a list.
 func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Lease, now time.Time, live bool) {
-	holder := clipped(holderOf(l))
-	dur := derefInt32(l.Spec.LeaseDurationSeconds)
-	renew := renewTimeOf(l)
 	tl := t.timelines[k]
 	if tl == nil {
-		if holder == "" {
+		if holderOf(l) == "" {
 			return // nothing to tell yet
 		}
 		if len(t.timelines) >= maxHolderHistories {
 			t.evictTimelineLocked()
 		}
 		tl = &timeline{Since: now}
-		t.timelines[k] = tl
+		t.keepTimelineLocked(k, tl)
 	}
+	t.advanceTimelineLocked(k, tl, l, now, live)
+	if at := tl.lastActivity(); !at.Equal(tl.at) {
+		tl.at = at
+		heap.Fix(&t.byActivity, tl.index)
+	}
+}
+
+// advanceTimelineLocked records one observed state of lease k in its
+// timeline tl.
+func (t *holderTracker) advanceTimelineLocked(k leaseKey, tl *timeline, l *coordinationv1.Lease, now time.Time, live bool) {
+	holder := clipped(holderOf(l))
+	dur := derefInt32(l.Spec.LeaseDurationSeconds)
+	renew := renewTimeOf(l)
 	var cur *Tenure
 	if n := len(tl.Tenures); n > 0 && tl.Tenures[n-1].End.IsZero() {
 		cur = &tl.Tenures[n-1]
@@ -278,28 +288,59 @@ func (t *holderTracker) trimLocked(tl *timeline, now time.Time) {
 // lastActivity is when a timeline last changed, for eviction.
 func (tl *timeline) lastActivity() time.Time {
 	if n := len(tl.Tenures); n > 0 {
-		last := tl.Tenures[n-1]
+		last := &tl.Tenures[n-1]
 		return later(last.LastRenew, last.End)
 	}
 	return tl.Since
 }
 
+// activityHeap orders the kept timelines by last activity, least recent
+// first: evicting one, and following a renewal, is O(log n), where a scan
+// of all of them on every renewal of a lease without a timeline cost a
+// fleet past maxHolderHistories leases a few percent of a core.
+type activityHeap []*timeline
+
+func (h activityHeap) Len() int           { return len(h) }
+func (h activityHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h activityHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *activityHeap) Push(x any) {
+	tl := x.(*timeline)
+	tl.index = len(*h)
+	*h = append(*h, tl)
+}
+func (h *activityHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	tl := old[n]
+	old[n] = nil
+	*h = old[:n]
+	tl.index = -1
+	return tl
+}
+
+// keepTimelineLocked starts keeping tl as lease k's timeline.
+func (t *holderTracker) keepTimelineLocked(k leaseKey, tl *timeline) {
+	tl.key, tl.at = k, tl.lastActivity()
+	t.timelines[k] = tl
+	heap.Push(&t.byActivity, tl)
+}
+
+// evictTimelineLocked forgets the least recently active timeline.
 func (t *holderTracker) evictTimelineLocked() {
-	var oldest leaseKey
-	var at time.Time
-	first := true
-	for k, tl := range t.timelines {
-		if a := tl.lastActivity(); first || a.Before(at) {
-			oldest, at, first = k, a, false
-		}
+	if len(t.byActivity) > 0 {
+		t.forgetTimelineLocked(t.byActivity[0].key)
 	}
-	t.forgetTimelineLocked(oldest)
 }
 
 func (t *holderTracker) forgetTimelineLocked(k leaseKey) {
-	if _, ok := t.timelines[k]; !ok {
+	tl, ok := t.timelines[k]
+	if !ok {
 		return
 	}
+	heap.Remove(&t.byActivity, tl.index)
 	delete(t.timelines, k)
 	delete(t.urgent, k)
 	delete(t.lazy, k)
@@ -431,7 +472,7 @@ func (t *holderTracker) load(ctx context.Context, log *slog.Logger) {
 			// the lease's own renewTime.
 			tl.Tenures[i].renewSeen = tl.Tenures[i].LastRenew
 		}
-		t.timelines[leaseKey{nn.Namespace, nn.Name}] = &tl
+		t.keepTimelineLocked(leaseKey{nn.Namespace, nn.Name}, &tl)
 	}
 }
 

@@ -136,6 +136,56 @@ func TestTimelineBounds(t *testing.T) {
 	}
 }
 
+// TestTimelineEvictsLeastRecentlyActive: past maxHolderHistories leases,
+// a new lease's timeline replaces the one whose last activity (renewal or
+// end) is the oldest, whatever order the leases were first seen in, and
+// the eviction order follows renewals and ends as they happen.
+func TestTimelineEvictsLeastRecentlyActive(t *testing.T) {
+	t.Parallel()
+	tr := newHolderTracker()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr.now = func() time.Time { return clock }
+	tr.replace(nil)
+	renew := func(name, holder string) {
+		clock = clock.Add(time.Second)
+		l := testLease("default", name, holder)
+		rt := metav1.NewMicroTime(clock)
+		l.Spec.RenewTime = &rt
+		tr.observe(l, true)
+	}
+	for i := range maxHolderHistories {
+		renew(fmt.Sprintf("l-%d", i), "a")
+	}
+	// l-0 and l-1 renew, l-2 is released: l-3 and l-4 are now the least
+	// recently active.
+	renew("l-0", "a")
+	renew("l-1", "a")
+	renew("l-2", "")
+	renew("new-1", "b")
+	renew("new-2", "b")
+	for _, c := range []struct {
+		name string
+		kept bool
+	}{{"l-0", true}, {"l-1", true}, {"l-2", true}, {"l-3", false}, {"l-4", false}, {"l-5", true}, {"new-1", true}, {"new-2", true}} {
+		if _, ok := tr.timelines[leaseKey{"default", c.name}]; ok != c.kept {
+			t.Errorf("%s: kept %v, want %v", c.name, ok, c.kept)
+		}
+	}
+	if len(tr.timelines) != maxHolderHistories || len(tr.byActivity) != len(tr.timelines) {
+		t.Fatalf("%d timelines, %d in the heap; want %d", len(tr.timelines), len(tr.byActivity), maxHolderHistories)
+	}
+	for i, tl := range tr.byActivity {
+		if tl.index != i || tr.timelines[tl.key] != tl || !tl.at.Equal(tl.lastActivity()) {
+			t.Fatalf("heap entry %d: index %d, key %v, at %v, activity %v", i, tl.index, tl.key, tl.at, tl.lastActivity())
+		}
+	}
+	// A deleted lease leaves the heap too.
+	tr.forget(testLease("default", "l-5", "a"))
+	if len(tr.byActivity) != maxHolderHistories-1 {
+		t.Errorf("%d in the heap after a deletion, want %d", len(tr.byActivity), maxHolderHistories-1)
+	}
+}
+
 // BenchmarkObserveRenewal is the cost the UI's watch adds to every lease
 // renewal the server commits.
 func BenchmarkObserveRenewal(b *testing.B) {
@@ -151,5 +201,36 @@ func BenchmarkObserveRenewal(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		w.tr.observe(ls[i%len(ls)], true)
+	}
+}
+
+// BenchmarkObserveRenewalMany is the UI's cost per renewal with many
+// leases renewing in turn: within the bound of kept timelines, and past
+// it, where every renewal of a lease without a timeline evicts the least
+// recently active one.
+func BenchmarkObserveRenewalMany(b *testing.B) {
+	for _, n := range []int{maxHolderHistories - 12, 2 * maxHolderHistories} {
+		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+			tr := newHolderTracker()
+			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			tr.now = func() time.Time { return clock }
+			tr.replace(nil)
+			// Two states of each lease, renewed a second apart, taken in
+			// turn so that every observation is a renewal.
+			ls := make([][2]*coordinationv1.Lease, n)
+			for i := range ls {
+				for j := range ls[i] {
+					l := testLease("default", fmt.Sprintf("l-%d", i), "holder")
+					rt := metav1.NewMicroTime(clock.Add(time.Duration(j) * time.Second))
+					l.Spec.RenewTime = &rt
+					ls[i][j] = l
+				}
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				clock = clock.Add(time.Millisecond)
+				tr.observe(ls[i%n][(i/n)%2], true)
+			}
+		})
 	}
 }

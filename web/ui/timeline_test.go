@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
@@ -136,7 +136,7 @@ func TestTimelineStrip(t *testing.T) {
 	// Restart on the same database: the timeline is still there.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		docs, err := e.eng.Timelines(context.Background())
+		docs, err := e.hist.Timelines(context.Background())
 		var tl struct{ Tenures []ui.Tenure }
 		for nn, doc := range docs {
 			if nn.Name == "app" {
@@ -168,8 +168,8 @@ func TestTimelineStrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e2 := startEnvWith(t, envOptions{dbPath: e.dbPath, beforeServe: func(eng *engine.Engine) {
-		if err := eng.SaveTimeline(context.Background(), "edge", "gateway", doc); err != nil {
+	e2 := startEnvWith(t, envOptions{dbPath: e.dbPath, beforeServe: func(hist *history.Store) {
+		if err := hist.SaveTimeline(context.Background(), "edge", "gateway", doc); err != nil {
 			t.Fatal(err)
 		}
 	}})
@@ -197,7 +197,7 @@ func TestTimelineStrip(t *testing.T) {
 	e2.request(t, "DELETE", "/apis/coordination.k8s.io/v1/namespaces/default/leases/app", nil, 200)
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		docs, err := e2.eng.Timelines(context.Background())
+		docs, err := e2.hist.Timelines(context.Background())
 		if _, left := docs[types.NamespacedName{Namespace: "default", Name: "app"}]; err == nil && !left && len(docs) == 1 {
 			break
 		}

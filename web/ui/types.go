@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/plugins/abi"
+	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/plugins/status"
 )
 
 // Sources supply the facts the Kubernetes API does not carry. Every field
@@ -21,14 +23,35 @@ type Sources struct {
 	StoragePath string
 	// Modules lists the loaded strategy modules: (*host.Host).Modules
 	// fits as is.
-	Modules func() []abi.ModuleStatus
-	// Decisions returns the election decision history of one Lease,
-	// oldest first: (*engine.Engine).Decisions fits as is.
-	Decisions func(ctx context.Context, namespace, name string) ([]engine.DecisionRecord, error)
+	Modules func() []status.Module
+	// Decisions is the election's decision history: the decisions
+	// endpoint reads it and operator actions append to it (without it
+	// they answer 501). engine/history's *Store fits.
+	Decisions DecisionHistory
+	// Timelines keeps the lease timelines across restarts; without it
+	// they are kept in memory only. engine/history's *Store fits.
+	Timelines TimelineStore
 	// Cluster reports the embedded etcd cluster this server is a member
 	// of, JSON-encoded as it is (GET /leasehold/v1/cluster's body); nil on
 	// a single device.
 	Cluster func(ctx context.Context) (any, error)
+}
+
+// DecisionHistory is what the UI needs of the decision history.
+type DecisionHistory interface {
+	// Decisions returns the history of one Lease, oldest first.
+	Decisions(ctx context.Context, ns, name string) ([]history.DecisionRecord, error)
+	// RecordDecision appends rec, keeping the newest keep records (0: the
+	// history's default).
+	RecordDecision(ctx context.Context, ns, name string, rec history.DecisionRecord, keep int) error
+}
+
+// TimelineStore keeps the lease timelines (TimelineDoc, as JSON) across
+// restarts.
+type TimelineStore interface {
+	SaveTimeline(ctx context.Context, ns, name string, doc []byte) error
+	Timelines(ctx context.Context) (map[types.NamespacedName][]byte, error)
+	DeleteTimeline(ctx context.Context, ns, name string) error
 }
 
 // Check is one readiness check as /readyz runs it.
@@ -54,19 +77,19 @@ type SystemStatus struct {
 	Cluster      any    `json:"cluster,omitempty"`
 	ClusterError string `json:"clusterError,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
-	Modules    []abi.ModuleStatus `json:"modules"`
-	Checks     []Check            `json:"checks"`
-	Ready      bool               `json:"ready"`
-	Goroutines int                `json:"goroutines"`
-	HeapBytes  uint64             `json:"heapBytes"`
+	Modules    []status.Module `json:"modules"`
+	Checks     []Check         `json:"checks"`
+	Ready      bool            `json:"ready"`
+	Goroutines int             `json:"goroutines"`
+	HeapBytes  uint64          `json:"heapBytes"`
 }
 
 // Decisions is the body of the decisions endpoint. Available is false
 // when no decision source is wired, so the page can tell "no election
 // data" from "no decisions yet".
 type Decisions struct {
-	Available bool                    `json:"available"`
-	Items     []engine.DecisionRecord `json:"items"`
+	Available bool                     `json:"available"`
+	Items     []history.DecisionRecord `json:"items"`
 	// Holders is the lease's recent holder changes as the server saw
 	// them, for plain and coordinated leases alike; nil (JSON null) when
 	// the server does not watch leases (yet).

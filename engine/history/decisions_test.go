@@ -1,4 +1,4 @@
-package engine
+package history
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // however many records used it, comes back in every record's input, and
 // is dropped with the last record that used it.
 func TestDecisionInputsKeepSettingsOnce(t *testing.T) {
-	env := newTestEnv(t)
+	env := newTestStore(t)
 	ctx := context.Background()
 	settingsA := json.RawMessage(`{"zone":"` + strings.Repeat("a", 2000) + `"}`)
 	settingsB := json.RawMessage(`{"zone":"b"}`)
@@ -27,18 +27,18 @@ func TestDecisionInputsKeepSettingsOnce(t *testing.T) {
 	}
 	const keep = 3
 	for seq := int64(1); seq <= 3; seq++ {
-		if err := env.e.RecordDecision(ctx, "ns", "l", rec(seq, settingsA), keep); err != nil {
+		if err := env.RecordDecision(ctx, "ns", "l", rec(seq, settingsA), keep); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kv, err := env.e.store.Get(ctx, decisionKey("ns", "l"))
+	kv, err := env.kv.Get(ctx, decisionKey("ns", "l"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(string(kv.Value), strings.Repeat("a", 2000)); n != 1 {
 		t.Fatalf("stored history holds the settings %d times, want once", n)
 	}
-	recs, err := env.e.Decisions(ctx, "ns", "l")
+	recs, err := env.Decisions(ctx, "ns", "l")
 	if err != nil || len(recs) != 3 {
 		t.Fatalf("Decisions = %d records, %v", len(recs), err)
 	}
@@ -50,18 +50,18 @@ func TestDecisionInputsKeepSettingsOnce(t *testing.T) {
 	}
 	// Three records with other settings push every record of A out.
 	for seq := int64(4); seq <= 6; seq++ {
-		if err := env.e.RecordDecision(ctx, "ns", "l", rec(seq, settingsB), keep); err != nil {
+		if err := env.RecordDecision(ctx, "ns", "l", rec(seq, settingsB), keep); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kv, err = env.e.store.Get(ctx, decisionKey("ns", "l"))
+	kv, err = env.kv.Get(ctx, decisionKey("ns", "l"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(kv.Value), strings.Repeat("a", 2000)) {
 		t.Fatal("settings no record uses any more are still stored")
 	}
-	recs, err = env.e.Decisions(ctx, "ns", "l")
+	recs, err = env.Decisions(ctx, "ns", "l")
 	if err != nil || len(recs) != 3 || string(recs[0].Input.Settings) != string(settingsB) || recs[0].Seq != 4 {
 		t.Fatalf("Decisions after the rotation = %+v, %v", recs, err)
 	}

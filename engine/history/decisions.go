@@ -1,4 +1,4 @@
-package engine
+package history
 
 import (
 	"context"
@@ -7,20 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/storage"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Decision history: the coordinated election controller (engine/election)
 // records why it did what it did to each Lease, so that an operator (and
-// the web UI) can audit every grant and hand-over. The records are not a
-// Kubernetes resource: they live in the same store, as JSON, under
-// DecisionKeyPrefix, which no Kubernetes list or watch ever reads, so they
-// cannot leak into the API or disturb a resource's history.
+// the web UI) can audit every grant and hand-over. The web UI records the
+// operator's own actions in it too.
 
 // DecisionKeyPrefix is the storage key prefix of decision histories; the
 // history of Lease <ns>/<name> is stored at DecisionKeyPrefix+"<ns>/<name>".
@@ -29,10 +27,6 @@ const DecisionKeyPrefix = "/leasehold/decisions/"
 // DefaultDecisionHistory is how many records RecordDecision keeps per
 // Lease when the caller passes no limit.
 const DefaultDecisionHistory = 50
-
-// maxDecisionRetries bounds the compare-and-swap loop of RecordDecision;
-// only the election controller writes histories, so conflicts are rare.
-const maxDecisionRetries = 8
 
 // DecisionModule identifies the strategy code that made a decision.
 type DecisionModule struct {
@@ -172,58 +166,41 @@ func decisionKey(ns, name string) string { return DecisionKeyPrefix + ns + "/" +
 // keeps only the newest keep records (DefaultDecisionHistory when keep <=
 // 0). The write is a compare-and-swap on the stored history, retried on
 // conflict, so concurrent writers never lose each other's records.
-func (e *Engine) RecordDecision(ctx context.Context, ns, name string, rec DecisionRecord, keep int) error {
-	if ns == "" || name == "" || strings.Contains(ns, "/") || strings.Contains(name, "/") {
-		return fmt.Errorf("record decision: invalid lease %q/%q", ns, name)
+func (s *Store) RecordDecision(ctx context.Context, ns, name string, rec DecisionRecord, keep int) error {
+	if err := checkLease(ns, name); err != nil {
+		return fmt.Errorf("record decision: %w", err)
 	}
 	if keep <= 0 {
 		keep = DefaultDecisionHistory
 	}
 	key := decisionKey(ns, name)
-	for range maxDecisionRetries {
+	err := s.rewrite(ctx, key, func(old []byte) ([]byte, error) {
 		var h decisionHistory
-		kv, err := e.store.Get(ctx, key)
-		found := err == nil
-		switch {
-		case found:
-			if err := json.Unmarshal(kv.Value, &h); err != nil {
+		if old != nil {
+			if err := json.Unmarshal(old, &h); err != nil {
 				// A corrupt history is not worth failing elections for:
 				// start a new one.
-				e.log.WarnContext(ctx, "Discarding undecodable decision history", "key", key, "err", err)
+				s.log.WarnContext(ctx, "Discarding undecodable decision history", "key", key, "err", err)
 				h = decisionHistory{}
 			}
-		case !errors.Is(err, storage.ErrNotFound):
-			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
 		}
 		h.Records = append(h.Records, rec)
 		if n := len(h.Records); n > keep {
 			h.Records = append([]DecisionRecord(nil), h.Records[n-keep:]...)
 		}
 		h.compact()
-		val, err := json.Marshal(&h)
-		if err != nil {
-			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
-		}
-		if found {
-			_, err = e.store.Update(ctx, key, val, kv.ModRevision)
-		} else {
-			_, err = e.store.Create(ctx, key, val)
-		}
-		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrKeyExists) || errors.Is(err, storage.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
-		}
-		return nil
+		return json.Marshal(&h)
+	})
+	if err != nil {
+		return fmt.Errorf("record decision for %s/%s: %w", ns, name, err)
 	}
-	return fmt.Errorf("record decision for %s/%s: %w", ns, name, storage.ErrConflict)
+	return nil
 }
 
 // Decisions returns the decision history of Lease ns/name, oldest first;
 // an empty slice (and no error) when there is none.
-func (e *Engine) Decisions(ctx context.Context, ns, name string) ([]DecisionRecord, error) {
-	kv, err := e.store.Get(ctx, decisionKey(ns, name))
+func (s *Store) Decisions(ctx context.Context, ns, name string) ([]DecisionRecord, error) {
+	kv, err := s.kv.Get(ctx, decisionKey(ns, name))
 	if errors.Is(err, storage.ErrNotFound) {
 		return []DecisionRecord{}, nil
 	}
@@ -243,9 +220,8 @@ func (e *Engine) Decisions(ctx context.Context, ns, name string) ([]DecisionReco
 
 // DeleteDecisions removes the decision history of Lease ns/name; a
 // missing history is not an error.
-func (e *Engine) DeleteDecisions(ctx context.Context, ns, name string) error {
-	_, _, err := e.store.Delete(ctx, decisionKey(ns, name), 0)
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+func (s *Store) DeleteDecisions(ctx context.Context, ns, name string) error {
+	if err := s.remove(ctx, decisionKey(ns, name)); err != nil {
 		return fmt.Errorf("delete decisions for %s/%s: %w", ns, name, err)
 	}
 	return nil
@@ -253,17 +229,13 @@ func (e *Engine) DeleteDecisions(ctx context.Context, ns, name string) error {
 
 // DecisionLeases lists the Leases that have a decision history, sorted by
 // namespace and name, so that stale histories can be collected.
-func (e *Engine) DecisionLeases(ctx context.Context) ([]types.NamespacedName, error) {
-	res, err := e.store.List(ctx, DecisionKeyPrefix, storage.ListOptions{})
+func (s *Store) DecisionLeases(ctx context.Context) ([]types.NamespacedName, error) {
+	out := []types.NamespacedName{}
+	err := s.leases(ctx, DecisionKeyPrefix, func(ns, name string, _ []byte) {
+		out = append(out, types.NamespacedName{Namespace: ns, Name: name})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list decision histories: %w", err)
-	}
-	out := make([]types.NamespacedName, 0, len(res.KVs))
-	for _, kv := range res.KVs {
-		ns, name, ok := strings.Cut(strings.TrimPrefix(kv.Key, DecisionKeyPrefix), "/")
-		if ok {
-			out = append(out, types.NamespacedName{Namespace: ns, Name: name})
-		}
 	}
 	return out, nil
 }
