@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
 	"github.com/leasehold/leasehold/plugins/host"
@@ -19,9 +20,7 @@ import (
 // missing toolchain fails the test: it is a dependency, not an option.
 func buildOldest(t *testing.T) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("clang"); err != nil {
-		t.Fatalf("clang not found (%v): install the toolchain with `apt-get install -y clang lld`", err)
-	}
+	testneeds.Clang(t)
 	// Reading the sources makes go test's cache depend on them (it cannot
 	// see what clang reads).
 	for _, src := range []string{"oldest/oldest.c", "../sdk/c/lease_strategy.h"} {

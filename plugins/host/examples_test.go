@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -26,8 +27,8 @@ var (
 		return os.ReadFile(out)
 	})
 	cExample = sync.OnceValues(func() ([]byte, error) {
-		if _, err := exec.LookPath("clang"); err != nil {
-			return nil, &buildError{err, []byte("clang not found: install it with `apt-get install -y clang lld`")}
+		if _, err := testneeds.FindClang(); err != nil {
+			return nil, err
 		}
 		out := filepath.Join(os.TempDir(), "leasehold-sticky-holder-test.wasm")
 		defer os.Remove(out)
@@ -72,6 +73,7 @@ func build(t *testing.T, f func() ([]byte, error)) []byte {
 	t.Helper()
 	b, err := f()
 	if err != nil {
+		testneeds.Check(t, err)
 		t.Fatalf("build example: %v", err)
 	}
 	return b

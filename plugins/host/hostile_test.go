@@ -123,45 +123,51 @@ func TestHostileJunkDecisions(t *testing.T) {
 	}
 }
 
-// TestHostileInfiniteLoop: the deadline stops a spinning guest, and a GC
+// TestHostileInfiniteLoop: the CallLimit stops a spinning guest, and a GC
 // (which must stop every goroutine) completes while it spins: without
-// WithCloseOnContextDone the whole process would freeze here.
+// WithCloseOnContextDone the whole process would freeze here until the
+// guest's deadline. No fixed time is asserted (the suite passes on a busy
+// machine): the GC must end before the spinning call does, and a caller's
+// shorter deadline must end a call before the CallLimit would.
 func TestHostileInfiniteLoop(t *testing.T) {
-	h, s := serveHostile(t, Options{CallLimit: 300 * time.Millisecond},
+	// Long enough for the load-time self-tests on a loaded machine, short
+	// enough to wait for once.
+	const limit = 2 * time.Second
+	h, s := serveHostile(t, Options{CallLimit: limit},
 		hostile(t, `(loop $spin (br $spin))`, "", 1))
-	gcDone := make(chan time.Duration, 1)
+	gcDone := make(chan time.Time, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond) // the guest is spinning by now
-		start := time.Now()
+		time.Sleep(50 * time.Millisecond) // the guest is spinning by now, or soon
 		runtime.GC()
-		gcDone <- time.Since(start)
+		gcDone <- time.Now()
 	}()
 	start := time.Now()
 	_, err := s.Decide(context.Background(), bigInput())
-	took := time.Since(start)
-	if err == nil || !strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("err = %v, want a timeout", err)
+	ended, took := time.Now(), time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "CallLimit") {
+		t.Fatalf("err = %v, want a timeout at the CallLimit", err)
 	}
-	if took > 2*time.Second {
-		t.Fatalf("decision took %v with a 300ms deadline", took)
+	if took < limit {
+		t.Fatalf("decision ended after %v, before its %v CallLimit", took, limit)
 	}
 	select {
-	case d := <-gcDone:
-		if d > 250*time.Millisecond {
-			t.Fatalf("runtime.GC took %v while a guest spun", d)
+	case at := <-gcDone:
+		if !at.Before(ended) {
+			t.Fatalf("runtime.GC finished %v after the spinning call ended: it waited for the guest", at.Sub(ended))
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("runtime.GC did not finish while a guest spun")
 	}
-	// The caller's own deadline is honoured too.
+	// The caller's own deadline is honoured too: it ends the call, not
+	// the CallLimit.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := s.Decide(ctx, bigInput()); err == nil {
-		t.Fatalf("err = %v", err)
+	if _, err := s.Decide(ctx, bigInput()); err == nil || strings.Contains(err.Error(), "CallLimit") {
+		t.Fatalf("err = %v, want the caller's deadline", err)
 	}
-	if time.Since(start) > time.Second {
-		t.Fatalf("caller deadline ignored: %v", time.Since(start))
+	if took := time.Since(start); took >= limit {
+		t.Fatalf("caller deadline ignored: %v", took)
 	}
 	assertHealthy(t, h)
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -22,8 +22,8 @@ import (
 // commands their READMEs and docs/plugins.md give, once per test binary.
 var (
 	asExample = sync.OnceValues(func() ([]byte, error) {
-		if _, err := exec.LookPath("npm"); err != nil {
-			return nil, &buildError{err, []byte("npm not found: install Node.js 20 or later (Debian: apt-get install -y nodejs npm)")}
+		if _, err := testneeds.Find("npm", "Node.js 20 or later: apt-get install -y nodejs npm"); err != nil {
+			return nil, err
 		}
 		out := filepath.Join(os.TempDir(), "leasehold-oldest-binary-version-test.wasm")
 		defer os.Remove(out)
@@ -36,7 +36,7 @@ var (
 		return os.ReadFile(out)
 	})
 	rustExample = sync.OnceValues(func() ([]byte, error) {
-		rustc, err := rustcForWasm32()
+		rustc, err := testneeds.RustcWasm32()
 		if err != nil {
 			return nil, err
 		}
@@ -53,27 +53,6 @@ var (
 		return os.ReadFile(out)
 	})
 )
-
-// rustcForWasm32 finds a rustc on PATH that has the wasm32-unknown-unknown
-// standard library: a rustup toolchain earlier on PATH may lack it while
-// Debian's rustc (with libstd-rust-dev-wasm32) has it.
-func rustcForWasm32() (string, error) {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		rustc := filepath.Join(dir, "rustc")
-		if st, err := os.Stat(rustc); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			continue
-		}
-		out, err := exec.Command(rustc, "--print", "target-libdir", "--target", "wasm32-unknown-unknown").Output()
-		if err != nil {
-			continue
-		}
-		if st, err := os.Stat(strings.TrimSpace(string(out))); err == nil && st.IsDir() {
-			return rustc, nil
-		}
-	}
-	return "", &buildError{errors.New("no rustc with the wasm32-unknown-unknown target on PATH"),
-		[]byte("install one: apt-get install -y rustc libstd-rust-dev-wasm32 lld (or rustup target add wasm32-unknown-unknown)")}
-}
 
 // oddNames are candidate names that test a guest's JSON strings: Go's
 // encoder escapes < > & as \u003c..., quotes and backslashes, and sends

@@ -10,15 +10,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // wat compiles WebAssembly text with wabt's wat2wasm. A missing wabt fails
-// the test: the hostile-module suite must not silently disappear.
+// the test (skips it under -short): the hostile-module suite must not
+// silently disappear.
 func wat(t testing.TB, src string) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		t.Fatalf("wat2wasm not found (%v): install it with `apt-get install -y wabt`", err)
-	}
+	testneeds.Wat2wasm(t)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // startClusterReplica runs "leasehold serve --join URL --cluster-token T
@@ -213,10 +214,7 @@ func checkLabelledLog(t *testing.T, name, log string) {
 // role, raft index and peer URL, this member, and the election controller.
 func checkClusterSystemPage(t *testing.T, m *clusterMember) {
 	t.Helper()
-	const chromium = "/usr/bin/chromium"
-	if _, err := exec.LookPath(chromium); err != nil {
-		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
-	}
+	chromium := testneeds.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // mountTmpfs mounts a tmpfs of the given size on a fresh directory and
@@ -19,6 +21,7 @@ import (
 // test fails rather than pretending the disk-full case was checked.
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
+	testneeds.Root(t, "mount(8) of a small tmpfs to fill up")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

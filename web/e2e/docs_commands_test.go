@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // TestE2EDocsCommands runs the shell commands of README.md's and
@@ -563,29 +565,13 @@ func docEnv(t *testing.T, binDir, addr string) []string {
 	// The docs build Rust with plain "rustc": a rustup toolchain earlier
 	// on PATH may lack the wasm32 target that Debian's rustc (what make
 	// deps installs) has, so the one with it comes first.
-	if rustc := rustcWithWasm32(); rustc != "" {
+	if rustc, err := testneeds.RustcWasm32(); err == nil {
 		if err := os.Symlink(rustc, filepath.Join(binDir, "rustc")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return append(env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir(), "LEASEHOLD_LISTEN="+addr,
 		"GOTOOLCHAIN=local")
-}
-
-// rustcWithWasm32 is the first rustc on PATH with the wasm32-unknown-unknown
-// standard library, or "".
-func rustcWithWasm32() string {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		rustc := filepath.Join(dir, "rustc")
-		out, err := exec.Command(rustc, "--print", "target-libdir", "--target", "wasm32-unknown-unknown").Output()
-		if err != nil {
-			continue
-		}
-		if st, err := os.Stat(strings.TrimSpace(string(out))); err == nil && st.IsDir() {
-			return rustc
-		}
-	}
-	return ""
 }
 
 // docBlockAfter returns the first ```lang block after heading.

@@ -20,6 +20,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 const newestStrategy = "example.com/newest-binary-version"
@@ -251,9 +253,7 @@ func deref(s *string) string {
 
 func watToWasm(t *testing.T, src string) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		t.Fatalf("wat2wasm not found (%v): install it with `apt-get install -y wabt`", err)
-	}
+	testneeds.Wat2wasm(t)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // kubectlBin finds kubectl: $KUBECTL, then PATH, then /usr/bin/kubectl.
@@ -21,14 +23,7 @@ func kubectlBin(t *testing.T) string {
 	if p := os.Getenv("KUBECTL"); p != "" {
 		return p
 	}
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/kubectl"); err == nil {
-		return "/usr/bin/kubectl"
-	}
-	t.Fatalf("kubectl not found (set $KUBECTL or install kubectl v1.32+): the kubectl e2e tests cannot run")
-	return ""
+	return testneeds.Kubectl(t)
 }
 
 // kubectlEnv runs kubectl against one server with a private HOME and

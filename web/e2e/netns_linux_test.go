@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // A private network of Linux network namespaces for fault injection: a hub
@@ -62,16 +64,12 @@ var testNetns = sync.OnceValues(func() (*os.File, error) {
 	return os.Open("/proc/thread-self/ns/net")
 })
 
-// requireNetns fails (never skips: CI runs as root with iproute2) when
-// network namespaces cannot be made here.
+// requireNetns fails (skips only under -short: CI runs as root with
+// iproute2) when network namespaces cannot be made here.
 func requireNetns(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("the network-partition tests need root (network namespaces and veth pairs); run them as root (CI does)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatalf("the network-partition tests need iproute2's ip command (apt-get install -y iproute2, or .ci/deps): %v", err)
-	}
+	testneeds.Root(t, "network namespaces and veth pairs")
+	testneeds.Tool(t, "ip", "apt-get install -y iproute2")
 }
 
 // runIP runs ip with args and returns its error with its output.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/plugins/status"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/web"
@@ -256,15 +256,12 @@ func TestMain(m *testing.M) {
 }
 
 // newTab opens a tab of the shared headless Chromium at the given viewport.
-// A missing Chromium fails the test: the browser tests are the only check
-// of the UI, and a skip would let it rot silently.
+// A missing Chromium fails the test (it skips under -short): the browser
+// tests are the only check of the UI, and a skip would let it rot silently.
 func newTab(t *testing.T, width, height int64) context.Context {
 	t.Helper()
+	testneeds.Chromium(t)
 	browserOnce.Do(func() {
-		if _, err := exec.LookPath(chromiumPath); err != nil {
-			browserErr = fmt.Errorf("chromium is required for the UI tests; install it with: apt-get update && apt-get install -y chromium (%v)", err)
-			return
-		}
 		dir, err := os.MkdirTemp("", "leasehold-ui-chromium-")
 		if err != nil {
 			browserErr = err
