@@ -27,10 +27,18 @@ import (
 // happened, and only for a user allowed the action itself (the web filter
 // authorizes this endpoint as the action's verb on the lease).
 const (
-	ActionRelease  = "release"  // clear spec.holderIdentity
+	ActionRelease  = "release"  // force release: clear spec.holderIdentity
+	ActionStepDown = "stepdown" // ask the holder to step down (AnnotationStepDown)
 	ActionHandOver = "handover" // set spec.preferredHolder
 	ActionDelete   = "delete"   // delete the lease
 )
+
+// AnnotationStepDown asks the holder it names to step down: "leasehold
+// run" (web/client/run's constant of the same name, which the end-to-end
+// tests hold equal to this one) stops its child and releases the lease
+// itself, so the next holder need not wait out its lease as after a forced
+// release.
+const AnnotationStepDown = "leasehold.dev/step-down"
 
 // OperatorTrigger is the Trigger of the decision records of operator
 // actions, which the election controller never uses.
@@ -55,7 +63,7 @@ func ActionPath(p string) (namespace, name, action string, ok bool) {
 		return "", "", "", false
 	}
 	switch seg[5] {
-	case ActionRelease, ActionHandOver, ActionDelete:
+	case ActionRelease, ActionStepDown, ActionHandOver, ActionDelete:
 		return seg[1], seg[3], seg[5], true
 	}
 	return "", "", "", false
@@ -100,6 +108,10 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 		h.writeError(rc, fasthttp.StatusBadRequest, errors.New("a hand-over needs a target"))
 		return
 	}
+	if action == ActionStepDown && in.Holder == "" {
+		h.writeError(rc, fasthttp.StatusBadRequest, errors.New("a step-down needs the holder"))
+		return
+	}
 	strategy, err := h.checkDone(rc, ns, name, action, in)
 	if errors.Is(err, errNotDone) {
 		h.writeError(rc, fasthttp.StatusConflict, err)
@@ -128,7 +140,9 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 func operatorReason(user, action string, in ActionRecord) string {
 	switch action {
 	case ActionRelease:
-		return fmt.Sprintf("%s released the lease from the web UI", user)
+		return fmt.Sprintf("%s force-released the lease from the web UI", user)
+	case ActionStepDown:
+		return fmt.Sprintf("%s asked %s to step down from the web UI", user, in.Holder)
 	case ActionHandOver:
 		return fmt.Sprintf("%s handed the lease over to %s from the web UI", user, in.Target)
 	}
@@ -177,6 +191,13 @@ func (h *Handler) checkDone(ctx context.Context, ns, name, action string, in Act
 		// lost it at some point, so only "still the same tenure" refuses.
 		if holder != "" && holder == in.Holder && l.Spec.AcquireTime != nil && time.Since(l.Spec.AcquireTime.Time) > reacquireWindow {
 			return "", fmt.Errorf("%w: %s still holds lease %s/%s", errNotDone, holder, ns, name)
+		}
+	case ActionStepDown:
+		// Done while the request stands, or once the holder has gone (it
+		// may have stepped down, clearing the annotation, before this
+		// record arrives) or came back for a new term.
+		if holder == in.Holder && l.Annotations[AnnotationStepDown] != in.Holder && l.Spec.AcquireTime != nil && time.Since(l.Spec.AcquireTime.Time) > reacquireWindow {
+			return "", fmt.Errorf("%w: lease %s/%s does not ask %s to step down", errNotDone, ns, name, holder)
 		}
 	case ActionHandOver:
 		if preferred != in.Target && holder != in.Target {

@@ -77,9 +77,10 @@ func confirmAction(t *testing.T, ctx context.Context, action, kubectl, audit str
 	return obj
 }
 
-// TestActions hands a coordinated lease over, releases it and deletes it
-// from the browser, as alice: each through the API, confirmed, the result
-// shown, the kubectl twin offered, and recorded with her name.
+// TestActions hands a coordinated lease over, asks its holder to step
+// down, force-releases it and deletes it from the browser, as alice: each
+// through the API, confirmed (the forced release saying what it costs),
+// the result shown, the kubectl twin offered, and recorded with her name.
 func TestActions(t *testing.T) {
 	t.Parallel()
 	e := startAuthEnv(t)
@@ -89,7 +90,8 @@ func TestActions(t *testing.T) {
 	errs := consoleErrors(ctx)
 	waitFor(t, ctx, 5*time.Second, `document.getElementById('handover-to')?.value === 'gw-1'`, text("#actions"))
 	cmds := eval[string](t, ctx, `[...document.querySelectorAll('#actions code')].map(c => c.textContent).join('\n')`)
-	want := `kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"holderIdentity":null}}'
+	want := `kubectl annotate lease -n edge gateway --overwrite 'leasehold.dev/step-down=gw-2'
+kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"holderIdentity":null}}'
 kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"preferredHolder":"gw-1"}}'
 kubectl delete lease -n edge gateway`
 	if cmds != want {
@@ -112,19 +114,42 @@ kubectl delete lease -n edge gateway`
 		t.Errorf("the stored lease: %s", got)
 	}
 
+	// The graceful way first: the holder is asked, through the lease.
+	click(t, ctx, "#act-stepdown")
+	waitFor(t, ctx, 2*time.Second, `document.getElementById('action-dialog').open`, `'closed'`)
+	if got := eval[string](t, ctx, text("#action-title")+` + ' | ' + `+text("#action-text")+` + ' | ' + `+text("#action-confirm")); !strings.HasPrefix(got, "Ask gw-2 to step down from edge/gateway? | Ask gw-2 to step down") ||
+		!strings.Contains(got, "releases the lease itself") || !strings.HasSuffix(got, "| Ask to step down") {
+		t.Errorf("the step-down dialog: %q", got)
+	}
+	click(t, ctx, "#action-cancel")
+	obj = confirmAction(t, ctx, "stepdown", `kubectl annotate lease -n edge gateway --overwrite 'leasehold.dev/step-down=gw-2'`,
+		"alice asked gw-2 to step down from the web UI")
+	if !strings.Contains(obj, "leasehold.dev/step-down: gw-2") || !strings.Contains(obj, "holderIdentity: gw-2") {
+		t.Errorf("the lease after the step-down request:\n%s", obj)
+	}
+
+	// The forced release says what it costs before it is confirmed.
+	click(t, ctx, "#act-release")
+	waitFor(t, ctx, 2*time.Second, `document.getElementById('action-dialog').open`, `'closed'`)
+	if got := eval[string](t, ctx, text("#action-title")+` + ' | ' + `+text("#action-text")); !strings.HasPrefix(got, "Force release edge/gateway? | Clear the holder of edge/gateway without asking gw-2.") ||
+		!strings.Contains(got, "until gw-2's lease would have expired (its last renewal + 3600 s + a tenth for clock drift): the lease does no work until then") {
+		t.Errorf("the force release dialog: %q", got)
+	}
+	click(t, ctx, "#action-cancel")
 	obj = confirmAction(t, ctx, "release", `kubectl patch lease -n edge gateway --type=merge -p '{"spec":{"holderIdentity":null}}'`,
-		"alice released the lease from the web UI")
+		"alice force-released the lease from the web UI")
 	if strings.Contains(obj, "holderIdentity") {
 		t.Errorf("the lease after the release still has a holder:\n%s", obj)
 	}
 	// The decision history names who did what, newest first.
 	hist := `[...document.querySelectorAll('#history tbody tr')].map(r => r.innerText.split('\t').slice(1).join('|')).join('\n')`
-	waitFor(t, ctx, 5*time.Second, hist+`.split('\n').length === 2`, hist)
-	if got := eval[string](t, ctx, hist); !strings.HasPrefix(got, "operator|release|—|operator alice|alice released the lease from the web UI|ok\noperator|handover|gw-1|operator alice|") {
+	waitFor(t, ctx, 5*time.Second, hist+`.split('\n').length === 3`, hist)
+	if got := eval[string](t, ctx, hist); !strings.HasPrefix(got, "operator|release|—|operator alice|alice force-released the lease from the web UI|ok\n"+
+		"operator|stepdown|—|operator alice|alice asked gw-2 to step down from the web UI|ok\noperator|handover|gw-1|operator alice|") {
 		t.Errorf("decision history:\n%s", got)
 	}
 	recs, err := e.hist.Decisions(context.Background(), "edge", "gateway")
-	if err != nil || len(recs) != 2 || recs[0].Holder != "gw-2" || recs[1].Action != "release" || recs[1].Holder != "gw-2" {
+	if err != nil || len(recs) != 3 || recs[0].Holder != "gw-2" || recs[1].Action != "stepdown" || recs[2].Action != "release" || recs[2].Holder != "gw-2" {
 		t.Errorf("stored records: %v %+v", err, recs)
 	}
 
@@ -146,7 +171,7 @@ func TestActionsDenied(t *testing.T) {
 	seedCoordinated(t, e)
 	ctx := newTab(t, 1280, 900)
 	openAs(t, ctx, e, "bob-token", "#/lease/edge/gateway")
-	for _, a := range []string{"release", "handover", "delete"} {
+	for _, a := range []string{"stepdown", "release", "handover", "delete"} {
 		verb := "patch"
 		if a == "delete" {
 			verb = "delete"
@@ -188,6 +213,9 @@ func TestActionRecordChecksTheLease(t *testing.T) {
 	// gw-9 has held lease edge/old for a minute: not released.
 	e.createLease(t, lease{ns: "edge", name: "old", holder: "gw-9", duration: 3600, renewed: time.Minute})
 	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/release", map[string]any{"holder": "gw-9"}, http.StatusConflict)
+	// Nor asked to step down: the lease carries no such request.
+	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/stepdown", map[string]any{"holder": "gw-9"}, http.StatusConflict)
+	e.request(t, "POST", base+"stepdown", map[string]any{}, http.StatusBadRequest)
 	e.request(t, "POST", base+"handover", map[string]any{}, http.StatusBadRequest)
 	e.request(t, "GET", base+"release", nil, http.StatusMethodNotAllowed)
 	if recs, err := e.hist.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {

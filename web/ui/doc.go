@@ -1,7 +1,7 @@
 // Package ui is leasehold's built-in web UI, an operator's console: who
 // leads each Lease, for how long, and why, updated live; who held it over
-// the last day; and release, hand-over and delete, done through the API
-// with the user's own token.
+// the last day; and step-down, forced release, hand-over and delete, done
+// through the API with the user's own token.
 //
 // The UI is plain HTML, CSS and vanilla JavaScript modules embedded with
 // go:embed, so `go build` needs neither npm nor network, and edge devices
@@ -29,7 +29,7 @@
 //	GET /ui/api/v1/system
 //	GET /ui/api/v1/namespaces/<ns>/leases/<name>/decisions (and holder changes)
 //	GET /ui/api/v1/transitions  every lease's changes of hands per hour, last day
-//	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<release|handover|delete>
+//	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<stepdown|release|handover|delete>
 //	                        records an operator action the page did through
 //	                        the API, with the authenticated user (actions.go)
 //

@@ -22,6 +22,17 @@
 // The child runs in its own process group, and on Linux dies with the
 // runner (PR_SET_PDEATHSIG) if the runner is killed outright.
 //
+// A forced release (anyone clearing holderIdentity, or deleting the
+// lease) keeps the same promise from both ends (fence.go, standby.go): the
+// holder watches its lease and stops its child as soon as the lease no
+// longer names it, and the runner that takes a lease freed that way starts
+// its child only once the previous holder's lease would have run out (its
+// last renewal as first seen here + its leaseDurationSeconds + a tenth,
+// on our monotonic clock). A holder's own release (client-go's:
+// holderIdentity "" with leaseDurationSeconds 1 and a fresh renewTime)
+// costs no wait, and the leasehold.dev/step-down annotation asks the
+// holder it names for one.
+//
 // Known limits: the monotonic clock does not advance while the machine is
 // suspended, so a device that sleeps while leading can resume with a
 // child running after others took over, until its next renewal fails;

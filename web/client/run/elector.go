@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leasehold/leasehold/web/client/lease"
 )
@@ -33,6 +34,12 @@ func (o outcome) String() string {
 type term struct {
 	Transitions int32
 	AcquireTime time.Time
+	// UID is the lease object's: a copy with another uid is another
+	// lease of the same name.
+	UID types.UID
+	// NotBefore is when the child may start: after a forced release, once
+	// the previous holder's lease would have run out (turnFence).
+	NotBefore time.Time
 }
 
 // elector is client-go's LeaderElector reduced to its lease logic
@@ -44,6 +51,7 @@ type elector struct {
 	id          string
 	seconds     int32 // leaseDurationSeconds we write
 	coordinated bool
+	fence       *turnFence
 	log         *slog.Logger
 
 	lease        *coordinationv1.Lease // last copy received from the server
@@ -58,6 +66,7 @@ type elector struct {
 }
 
 func (e *elector) observe(l *coordinationv1.Lease) {
+	e.fence.observe(l)
 	b, _ := json.Marshal(l.Spec)
 	if !bytes.Equal(b, e.observedSpec) {
 		e.observedSpec, e.observedTime = b, time.Now()
@@ -99,6 +108,7 @@ func (e *elector) try(ctx context.Context) (out outcome, sent time.Time, err err
 	// 2. Read the lease; create it when missing.
 	cur, err := e.c.GetLease(ctx, e.ns, e.name)
 	if lease.IsNotFound(err) {
+		e.fence.observeGone()
 		if e.holding {
 			return displaced, time.Time{}, nil
 		}
@@ -120,9 +130,12 @@ func (e *elector) try(ctx context.Context) (out outcome, sent time.Time, err err
 	}
 	e.observe(cur)
 	holder := deref(cur.Spec.HolderIdentity)
-	// 3. Is it someone else's?
+	// 3. Is it someone else's, or are we asked to step down?
 	if e.holding && holder != e.id {
 		return displaced, time.Time{}, nil
+	}
+	if e.holding && stepDownFor(cur) == e.id {
+		return steppedOut, time.Time{}, nil
 	}
 	if holder != "" && holder != e.id && !e.expired(cur) {
 		return notLeader, time.Time{}, nil
@@ -169,6 +182,7 @@ func (e *elector) fill(l *coordinationv1.Lease, now time.Time, keepTerm bool) {
 		at := t
 		n := deref(s.LeaseTransitions) + 1
 		s.AcquireTime, s.LeaseTransitions = &at, &n
+		delete(l.Annotations, AnnotationStepDown) // meant for an earlier holder
 	}
 	s.PreferredHolder = nil
 	s.Strategy = nil // a plain elector writes no strategy, as client-go's
@@ -176,7 +190,7 @@ func (e *elector) fill(l *coordinationv1.Lease, now time.Time, keepTerm bool) {
 
 func (e *elector) startTerm(l *coordinationv1.Lease, now time.Time) {
 	e.holding = true
-	e.term = term{Transitions: deref(l.Spec.LeaseTransitions), AcquireTime: now}
+	e.term = term{Transitions: deref(l.Spec.LeaseTransitions), AcquireTime: now, UID: l.UID, NotBefore: e.fence.notBefore()}
 	if l.Spec.AcquireTime != nil {
 		e.term.AcquireTime = l.Spec.AcquireTime.Time
 	}
@@ -188,6 +202,7 @@ func (e *elector) startTerm(l *coordinationv1.Lease, now time.Time) {
 func (e *elector) tryCoordinated(ctx context.Context) (outcome, time.Time, error) {
 	cur, err := e.c.GetLease(ctx, e.ns, e.name)
 	if lease.IsNotFound(err) {
+		e.fence.observeGone()
 		if e.holding {
 			return displaced, time.Time{}, nil
 		}
@@ -208,7 +223,7 @@ func (e *elector) tryCoordinated(ctx context.Context) (outcome, time.Time, error
 		// record and so restarts our observation).
 		return notLeader, time.Time{}, nil
 	}
-	if deref(cur.Spec.PreferredHolder) != "" {
+	if deref(cur.Spec.PreferredHolder) != "" || stepDownFor(cur) == e.id {
 		// Any value, even our own name, ends the term (client-go).
 		if e.holding {
 			return steppedOut, time.Time{}, nil
@@ -258,6 +273,7 @@ func (e *elector) release(ctx context.Context) error {
 		at := t
 		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &empty, &one
 		l.Spec.AcquireTime, l.Spec.RenewTime = &at, &t
+		delete(l.Annotations, AnnotationStepDown) // done
 		if e.coordinated {
 			// As client-go: the coordinator re-decides on a free lease.
 			l.Spec.PreferredHolder = nil

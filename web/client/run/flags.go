@@ -142,6 +142,16 @@ such programs under a service manager that kills the whole tree.
 Setting spec.preferredHolder to another identity (with a spec.strategy, as
 validation requires) makes the holder stop COMMAND and release the lease; the
 preferred identity then gets one lease duration to take it before the others.
+The annotation leasehold.dev/step-down=IDENTITY (the web UI's "Ask the holder
+to step down") makes that holder stop COMMAND, release the lease and stand by
+for one lease duration, so that another runner takes over at once.
+
+A forced release (holderIdentity cleared by someone else, as the web UI's
+"Force release" does, or the lease deleted) never runs two COMMANDs at once:
+the holder watches its lease and stops COMMAND as soon as it sees another or no
+holder, and the runner that takes such a lease starts COMMAND only after the
+previous holder's lease would have run out (the last renewal it saw + that
+lease's duration + a tenth for clock drift, on its own monotonic clock).
 
 SIGTERM or SIGINT is forwarded to COMMAND; once it exits the lease is released
 and leasehold run exits with COMMAND's code (128+N if a signal N ended it). A

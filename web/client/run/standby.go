@@ -16,10 +16,78 @@ import (
 // is what makes the first leader, a hand-over and a release take
 // milliseconds instead of up to a retry period. Polling stays the
 // fallback: a watch that cannot be opened is retried every retry period,
-// and nothing is decided from the watch alone.
+// and nothing is decided from the watch alone. Every copy seen also feeds
+// the fence, so that a forced release is timed from the holder's last
+// renewal as soon as it was written, not as the next poll saw it.
 func (r *runner) watchForTurn(ctx context.Context, wake chan<- struct{}) {
+	r.followLeaseLoop(ctx, func(l *coordinationv1.Lease, deleted bool) {
+		if l == nil || deleted {
+			r.fence.observeGone()
+			if r.cand == nil {
+				notify(wake) // ours to create
+			}
+			return
+		}
+		r.fence.observe(l)
+		if r.ourTurn(l) {
+			notify(wake)
+		}
+	})
+}
+
+// termEnd says why the lease watch ended a term.
+type termEnd struct {
+	reason   string
+	stepDown bool // graceful: we were asked to step down
+}
+
+// watchTerm follows the lease while we lead and sends on gone once it
+// shows the lease no longer ours: released or taken by someone else
+// (a forced release), deleted, or asking us to step down. Without it the
+// holder would learn of a forced release only at its next renewal, up to a
+// retry period later, while a standby may already be starting its child.
+func (r *runner) watchTerm(ctx context.Context, t term, gone chan<- termEnd) {
+	r.followLeaseLoop(ctx, func(l *coordinationv1.Lease, deleted bool) {
+		if end, over := r.termOver(t, l, deleted); over {
+			select {
+			case gone <- end:
+			default:
+			}
+		}
+	})
+}
+
+// termOver judges one copy of the lease (nil: absent) seen during term t.
+// Copies of our own lease from before the term (a lower leaseTransitions)
+// are history, not news.
+func (r *runner) termOver(t term, l *coordinationv1.Lease, deleted bool) (termEnd, bool) {
+	if l == nil {
+		return termEnd{reason: "the lease no longer exists"}, true
+	}
+	sameObject := t.UID == "" || l.UID == t.UID
+	if deleted {
+		return termEnd{reason: "the lease was deleted"}, sameObject
+	}
+	holder := deref(l.Spec.HolderIdentity)
+	if holder == r.el.id {
+		if stepDownFor(l) == r.el.id {
+			return termEnd{reason: "asked to step down (" + AnnotationStepDown + ")", stepDown: true}, true
+		}
+		return termEnd{}, false
+	}
+	if sameObject && deref(l.Spec.LeaseTransitions) < t.Transitions {
+		return termEnd{}, false
+	}
+	if holder == "" {
+		return termEnd{reason: "the lease was released by someone else"}, true
+	}
+	return termEnd{reason: "the lease names " + holder}, true
+}
+
+// followLeaseLoop runs followLease until ctx ends, a retry period apart.
+func (r *runner) followLeaseLoop(ctx context.Context, see func(l *coordinationv1.Lease, deleted bool)) {
 	for ctx.Err() == nil {
-		r.followLease(ctx, wake)
+		followLease(ctx, r.el.c, r.el.ns, r.el.name, see)
 		select {
 		case <-ctx.Done():
 		case <-time.After(r.cfg.RetryPeriod):
@@ -28,16 +96,14 @@ func (r *runner) watchForTurn(ctx context.Context, wake chan<- struct{}) {
 }
 
 // followLease lists the lease and watches it from the list's
-// resourceVersion until the stream ends.
-func (r *runner) followLease(ctx context.Context, wake chan<- struct{}) {
-	c, ns, name := r.el.c, r.el.ns, r.el.name
+// resourceVersion until the stream ends, handing every copy seen to see:
+// nil when the list finds none, the last copy with deleted on a deletion.
+func followLease(ctx context.Context, c *lease.Client, ns, name string, see func(l *coordinationv1.Lease, deleted bool)) {
 	lm, err := c.GetLeaseForWatch(ctx, ns, name)
 	if err != nil {
 		return
 	}
-	if lm.Object != nil && r.ourTurn(lm.Object) {
-		notify(wake)
-	}
+	see(lm.Object, false)
 	w, err := c.WatchLease(ctx, ns, name, lm.ResourceVersion, 300)
 	if err != nil {
 		return
@@ -47,11 +113,14 @@ func (r *runner) followLease(ctx context.Context, wake chan<- struct{}) {
 	defer stop()
 	for {
 		ev, err := w.Next()
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return
 		}
-		if ev.Object != nil && ev.Type != lease.Bookmark && r.ourTurn(ev.Object) {
-			notify(wake)
+		switch ev.Type {
+		case lease.Added, lease.Modified:
+			see(ev.Object, false)
+		case lease.Deleted:
+			see(ev.Object, true)
 		}
 	}
 }

@@ -1,7 +1,8 @@
-// Operator actions on one lease: release, hand over, delete. Each goes
-// through the Kubernetes API with the page's token, as the kubectl line
-// shown next to it would, so it meets the same authorization; the server
-// then records it in the lease's decision history with the user's name.
+// Operator actions on one lease: ask the holder to step down, force
+// release, hand over, delete. Each goes through the Kubernetes API with the
+// page's token, as the kubectl line shown next to it would, so it meets the
+// same authorization; the server then records it in the lease's decision
+// history with the user's name.
 
 import { h, setText, copyButton } from './dom.js';
 import { api } from './api.js';
@@ -9,11 +10,34 @@ import { toYAML } from './yaml.js';
 
 const GROUP = 'coordination.k8s.io';
 
+// STEP_DOWN asks the holder it names to step down; leasehold run honours it
+// (web/client/run.AnnotationStepDown).
+const STEP_DOWN = 'leasehold.dev/step-down';
+
+// forceCost says what a forced release costs on this lease.
+function forceCost(l) {
+  const d = l.duration ? `${l.duration} s` : 'its duration';
+  return `leasehold run standbys do not start their program until ${l.holder}'s lease would have expired ` +
+    `(its last renewal + ${d} + a tenth for clock drift): the lease does no work until then. ` +
+    `${l.holder} stops its program as soon as it sees the change. ` +
+    'Other clients (a client-go elector) may take the lease at once and act beside the old holder until it notices.';
+}
+
 // An action: what it does, its kubectl twin and its API request.
 const ACTIONS = {
+  stepdown: {
+    label: 'Ask the holder to step down', verb: 'patch', short: 'Ask to step down',
+    title: (l) => `Ask ${l.holder} to step down from ${l.ns}/${l.name}?`,
+    what: (l) => `Ask ${l.holder} to step down from ${l.ns}/${l.name} (annotation ${STEP_DOWN}). ` +
+      'It stops its program, then releases the lease itself, and the next holder starts at once; ' +
+      `${l.strategy ? 'the election controller then elects again (it may choose the same holder). ' : 'the holder stands by for one lease duration. '}` +
+      'Only holders that honour the annotation do this (leasehold run does); a client-go elector ignores it: use Force release then.',
+    kubectl: (l) => `kubectl annotate lease -n ${l.ns} ${l.name} --overwrite '${STEP_DOWN}=${l.holder || '<holder>'}'`,
+    request: (l) => ({ method: 'PATCH', type: 'application/merge-patch+json', body: { metadata: { annotations: { [STEP_DOWN]: l.holder } } } }),
+  },
   release: {
-    label: 'Release', verb: 'patch',
-    what: (l) => `Clear the holder of ${l.ns}/${l.name}. ${l.holder} stops being the leader the next time it checks the lease; a coordinated lease is then elected again, a plain one is taken by whichever client tries first.`,
+    label: 'Force release', verb: 'patch', danger: true,
+    what: (l) => `Clear the holder of ${l.ns}/${l.name} without asking ${l.holder}. ${forceCost(l)} Prefer asking the holder to step down.`,
     kubectl: (l) => `kubectl patch lease -n ${l.ns} ${l.name} --type=merge -p '{"spec":{"holderIdentity":null}}'`,
     request: () => ({ method: 'PATCH', type: 'application/merge-patch+json', body: { spec: { holderIdentity: null } } }),
   },
@@ -44,7 +68,7 @@ async function errorOf(res) {
 export function actionsPanel(ns, name, onDone) {
   const enc = encodeURIComponent;
   const path = `/apis/${GROUP}/v1/namespaces/${enc(ns)}/leases/${enc(name)}`;
-  let cur = { ns, name, holder: '', uid: '', candidates: [], exists: false };
+  let cur = { ns, name, holder: '', uid: '', candidates: [], exists: false, duration: 0, strategy: '' };
   // What the server's SelfSubjectAccessReviews said, per verb:
   // {allowed, reason}; undefined while unknown (then the API decides).
   const allowed = {};
@@ -80,14 +104,14 @@ export function actionsPanel(ns, name, onDone) {
     const a = ACTIONS[key];
     const to = target.value;
     const snap = { ...cur };
-    setText(dTitle, `${a.label} ${ns}/${name}?`);
+    setText(dTitle, a.title ? a.title(snap) : `${a.label} ${ns}/${name}?`);
     setText(dText, a.what(snap, to));
     setText(dCmd, a.kubectl(snap, to));
     dResult.replaceChildren();
     dGo.hidden = false;
     dGo.disabled = false;
     dGo.className = a.danger ? 'danger' : '';
-    setText(dGo, a.label);
+    setText(dGo, a.short || a.label);
     setText(dCancel, 'Cancel');
     pending = () => run(key, snap, to);
     dlg.showModal();
@@ -116,7 +140,7 @@ export function actionsPanel(ns, name, onDone) {
     const obj = await res.json().catch(() => null);
     obj && (obj.apiVersion ||= `${GROUP}/v1`, obj.kind ||= 'Lease');
     if (obj?.metadata) delete obj.metadata.managedFields;
-    const done = h('p', { class: 'ok', id: 'action-done' }, `${a.label}: done.`);
+    const done = h('p', { class: 'ok', id: 'action-done' }, key === 'stepdown' ? `Asked ${snap.holder} to step down.` : `${a.label}: done.`);
     const audit = h('p', { id: 'action-audit', class: 'muted' }, 'Recording it in the decision history…');
     dResult.replaceChildren(done, audit, h('p', { class: 'muted' }, key === 'delete' ? 'The deleted object:' : 'The lease now:'),
       h('pre', { class: 'raw', id: 'action-object' }, obj ? toYAML(obj) : '(no body)'));
@@ -169,7 +193,7 @@ export function actionsPanel(ns, name, onDone) {
     if (rv && !rv.allowed) return `Not allowed: your token may not ${a.verb} leases in ${ns}${rv.reason ? ` (${rv.reason})` : ''}.`;
     if (denied403[a.verb]) return `Not allowed: ${denied403[a.verb]}`;
     if (!cur.exists) return 'The lease does not exist.';
-    if (key === 'release' && !cur.holder) return 'The lease has no holder.';
+    if ((key === 'release' || key === 'stepdown') && !cur.holder) return 'The lease has no holder.';
     if (key === 'handover') {
       if (!cur.candidates.length) return 'Only a coordinated lease (one with LeaseCandidates) can be handed over.';
       if (!target.options.length) return 'No other candidate to hand it over to.';
@@ -193,7 +217,8 @@ export function actionsPanel(ns, name, onDone) {
     // update follows the lease (null when missing) and its candidates.
     update(l, cands) {
       const others = cands.map((c) => c.metadata.name).filter((n) => n !== (l?.spec?.holderIdentity || ''));
-      cur = { ns, name, exists: !!l, holder: l?.spec?.holderIdentity || '', uid: l?.metadata?.uid || '', candidates: cands };
+      cur = { ns, name, exists: !!l, holder: l?.spec?.holderIdentity || '', uid: l?.metadata?.uid || '', candidates: cands,
+        duration: l?.spec?.leaseDurationSeconds || 0, strategy: l?.spec?.strategy || '' };
       const have = [...target.options].map((o) => o.value).join('\n');
       if (have !== others.join('\n')) {
         const keep = target.value;

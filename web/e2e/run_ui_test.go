@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestE2ERunUIActions drives the web UI in Chromium against three real
+// "leasehold run" processes: "Ask the holder to step down" hands the lease
+// over through the holder (its child stops, another starts at once), and
+// "Force release" says what it costs and keeps that promise (the next
+// child starts only once the old holder's lease would have run out, and
+// never beside the old one).
+func TestE2ERunUIActions(t *testing.T) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := exec.LookPath(chromium); err != nil {
+		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "child.sh")
+	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := runEnv{bin: leaseholdBinary(t), script: script}
+	ts := startServer(t)
+	file := filepath.Join(dir, "records")
+	const lease = "ui-actions"
+	procs := map[string]*runProc{}
+	for _, id := range []string{"u1", "u2", "u3"} {
+		procs[id] = e.start(t, id, file, []string{"--server", ts.URL, "--lease", lease})
+	}
+	first := waitRecord(t, file, 10*time.Second, "first start", func(r record) bool { return r.kind == "start" })
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/ui/#/lease/default/"+lease)); err != nil {
+		t.Fatalf("open the lease page: %v", err)
+	}
+	js := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return s
+	}
+	// act opens an action's dialog once the page shows holder (in the
+	// step-down's kubectl line, the one that names it), returns
+	// the dialog's text and when it confirmed, and waits for the page to
+	// say done.
+	act := func(action, holder string) (string, time.Time) {
+		t.Helper()
+		eventually(t, 10*time.Second, action+" enabled for "+holder, func() (bool, string) {
+			s := js(`(() => { const b = document.getElementById('act-` + action + `'); const c = document.querySelector('li[data-action="stepdown"] code');
+				return b && !b.disabled && c && c.textContent.includes('` + holder + `') ? 'ok' : (document.getElementById('actions') || {}).innerText || 'no actions'; })()`)
+			return s == "ok", s
+		})
+		js(`document.getElementById('act-` + action + `').click(), ''`)
+		text := ""
+		eventually(t, 5*time.Second, action+" dialog", func() (bool, string) {
+			text = js(`document.getElementById('action-dialog').open ? document.getElementById('action-text').innerText : ''`)
+			return text != "", "closed"
+		})
+		at := time.Now()
+		js(`document.getElementById('action-confirm').click(), ''`)
+		eventually(t, 10*time.Second, action+" done", func() (bool, string) {
+			s := js(`(document.getElementById('action-result') || {}).innerText || ''`)
+			return strings.Contains(s, "Recorded in the decision history"), s
+		})
+		js(`document.getElementById('action-cancel').click(), ''`)
+		return text, at
+	}
+
+	// Graceful: the holder steps down and another runner starts at once.
+	time.Sleep(2 * runRetry)
+	text, askedAt := act("stepdown", first.id)
+	if !strings.Contains(text, "releases the lease itself") {
+		t.Errorf("the step-down dialog: %q", text)
+	}
+	second := waitRecord(t, file, runLease, "start after the step-down", func(r record) bool { return r.kind == "start" && r.at.After(askedAt) })
+	if second.id == first.id {
+		t.Errorf("%s took the lease back after stepping down", first.id)
+	}
+	t.Logf("UI step-down: the next child started %v after the confirmation", second.at.Sub(askedAt).Round(time.Millisecond))
+
+	// Forced: the dialog names the cost, and the next child waits it out.
+	time.Sleep(2 * runRetry)
+	text, forcedAt := act("release", second.id)
+	if !strings.Contains(text, "would have expired") || !strings.Contains(text, "3 s") {
+		t.Errorf("the force release dialog does not say what it costs: %q", text)
+	}
+	third := waitRecord(t, file, 3*runLease, "start after the forced release", func(r record) bool { return r.kind == "start" && r.at.After(forcedAt) })
+	t.Logf("UI force release: %s's child wrote its last record %v and the next child started %v after the confirmation",
+		second.id, lastRecord(t, file, second.id, third.at).Sub(forcedAt).Round(time.Millisecond), third.at.Sub(forcedAt).Round(time.Millisecond))
+	if d := third.at.Sub(forcedAt); d < runLease-2*runRetry {
+		t.Errorf("a child started %v after a forced release: before the old holder's lease could run out", d)
+	}
+	for _, p := range procs {
+		p.signal(t, syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		p.wait(t, 10*time.Second)
+	}
+	checkAtMostOne(t, file)
+}
