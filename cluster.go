@@ -299,6 +299,9 @@ type clusterView struct {
 	cluster.Status
 	ElectionController   string `json:"electionController"`
 	ElectionControllerID string `json:"electionControllerID,omitempty"`
+	// ElectionControllerUnknown says why the controller is not named: it
+	// is read linearizably, which a member without a quorum cannot do.
+	ElectionControllerUnknown string `json:"electionControllerUnknown,omitempty"`
 }
 
 // endpoints are the web server's membership endpoints for member m,
@@ -317,7 +320,9 @@ func (cs *clusterSetup) endpoints(m *cluster.Member, store *backend.MemberStore)
 			view := clusterView{Status: st}
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			if id, err := store.ElectionLeader(lctx, electionControllerName); err == nil && id != "" {
+			if id, err := store.ElectionLeader(lctx, electionControllerName); err != nil {
+				view.ElectionControllerUnknown = err.Error()
+			} else if id != "" {
 				view.ElectionControllerID = id
 				view.ElectionController, _, _ = strings.Cut(id, "/")
 			}

@@ -105,7 +105,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.ClientListen, "cluster-client-listen", "", "`host:port` of the embedded etcd member's client listener, which --storage etcd replicas may use with a client certificate of the cluster CA (default: the --peer-listen host, port one below)")
 	fs.StringVar(&c.Cluster.Name, "member-name", "", "the embedded etcd member's `name`, unique in the cluster (default: host name and peer port)")
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
-	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member may take: a member cut off from its quorum answers 5xx within it")
+	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
@@ -269,9 +269,12 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 		if err != nil {
 			return nil, "", err
 		}
-		var autoSync time.Duration
+		var autoSync, requestTimeout time.Duration
 		if c.EtcdAutoSync {
 			autoSync = time.Minute
+		}
+		if c.Cluster.Replica { // bounded requests that fail over between the members
+			requestTimeout = c.Cluster.RequestTimeout
 		}
 		s, err := etcd.Open(ctx, etcd.Options{
 			Endpoints:   splitList(c.EtcdEndpoints),
@@ -283,6 +286,7 @@ func Open(ctx context.Context, c Config, dataDir string, onCommit func(d time.Du
 			CompactInterval:  c.WatchHistory,
 			Logger:           log,
 			AutoSyncInterval: autoSync,
+			RequestTimeout:   requestTimeout,
 			Identity:         c.EtcdIdentity,
 		})
 		if err != nil {

@@ -58,6 +58,9 @@ type Status struct {
 	// controller, ElectionControllerID its election identity.
 	ElectionController   string `json:"electionController"`
 	ElectionControllerID string `json:"electionControllerID,omitempty"`
+	// ElectionControllerUnknown, when set, says why the member cannot
+	// tell who runs the controller (it has no quorum to read it from).
+	ElectionControllerUnknown string `json:"electionControllerUnknown,omitempty"`
 }
 
 // GetStatus reads the cluster's status from the server c talks to.
@@ -139,7 +142,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				leader = "(none: no quorum)"
 			}
 			controller := st.ElectionController
-			if controller == "" {
+			switch {
+			case st.ElectionControllerUnknown != "":
+				controller = "(unknown: this member cannot read it without a quorum)"
+			case controller == "":
 				controller = "(none)"
 			}
 			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
