@@ -67,7 +67,7 @@ type endpoint struct {
 	// Guarded by pool.mu.
 	sick    bool
 	probing bool
-	lastOK  time.Time // when the last request it answered was sent
+	lastOK  time.Time // when its last successful answer arrived
 	// healthy ends when the endpoint falls sick, ending the requests in
 	// flight on it.
 	healthy context.Context
@@ -172,7 +172,6 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 		actx, abort := context.WithCancel(ctx)
 		stopHealthy := context.AfterFunc(healthy, abort)
 		stopTerm := context.AfterFunc(termChanged, abort)
-		sent := time.Now()
 		term, err := op(actx, e.client.KV)
 		stopHealthy()
 		stopTerm()
@@ -182,7 +181,7 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 		}
 		switch {
 		case err == nil || definite(err):
-			p.answered(e, sent)
+			p.answered(e, true)
 			return err
 		case ctx.Err() != nil:
 			return err
@@ -248,20 +247,18 @@ func (p *pool) healthyFirst() []string {
 	return urls
 }
 
-// answered records that e answered a request sent at sent: it is healthy,
-// and the preferred endpoint.
-func (p *pool) answered(e *endpoint, sent time.Time) {
+// answered records that e answered: it is healthy, and, for a request
+// rather than a probe, the preferred endpoint.
+func (p *pool) answered(e *endpoint, prefer bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sent.After(e.lastOK) {
-		e.lastOK = sent
-	}
+	e.lastOK = time.Now()
 	if e.sick {
 		e.sick = false
 		e.healthy, e.fall = context.WithCancel(context.Background())
 		p.s.log.Info("etcd endpoint answers again", "endpoint", e.url)
 	}
-	if p.preferred != e {
+	if prefer && p.preferred != e {
 		prev := "(none)"
 		if p.preferred != nil {
 			prev = p.preferred.url
@@ -299,8 +296,9 @@ func (p *pool) sawTerm(term uint64) {
 	p.term = term
 }
 
-// probeLoop probes, every interval, each endpoint that answered nothing
-// sent in the last interval, and follows the client's endpoint list (kept
+// probeLoop probes, every interval, each endpoint that did not answer in
+// the last half interval (the preferred one, busy with requests, rarely
+// needs it), and follows the client's endpoint list (kept
 // up to date from the member list by AutoSyncInterval).
 func (p *pool) probeLoop() {
 	t := time.NewTicker(p.interval)
@@ -326,7 +324,7 @@ func (p *pool) probeLoop() {
 		now := time.Now()
 		p.mu.Lock()
 		for _, e := range p.eps {
-			if e.probing || now.Sub(e.lastOK) < p.interval {
+			if e.probing || now.Sub(e.lastOK) < p.interval/2 {
 				continue
 			}
 			e.probing = true
@@ -349,16 +347,17 @@ func (p *pool) probe(e *endpoint) {
 	p.mu.Lock()
 	e.probing = false
 	// A probe that timed out shows a sick endpoint only if another one
-	// answered meanwhile: when all are slow (a busy machine, an election),
-	// none is better than the others.
+	// answered while it waited (the others are probed every interval, half
+	// the probe's timeout): when all are slow (a busy machine, an
+	// election), none is better than the others.
 	othersAnswer := false
 	for _, o := range p.eps {
-		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(-p.interval)))
+		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(p.probeTimeout/4)))
 	}
 	p.mu.Unlock()
 	switch {
 	case err == nil:
-		p.answered(e, sent)
+		p.answered(e, false)
 	case p.s.closed.Load():
 	case notApplied(err) || othersAnswer:
 		p.fell(e, err)
