@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,6 +52,11 @@ func storageError(err error) error {
 		return apierrors.NewRequestEntityTooLargeError("limit is 3145728")
 	case errors.Is(err, storage.ErrClosed):
 		return apierrors.NewServiceUnavailable(err.Error())
+	case errors.Is(err, storage.ErrTimeout):
+		// kube-apiserver's answer when its storage does not answer within
+		// the request's deadline (finisher.FinishRequest): the client
+		// cannot tell whether a write was applied, and must re-read.
+		return apierrors.NewTimeoutError("request did not complete within requested timeout - "+context.DeadlineExceeded.Error(), 0)
 	}
 	return apierrors.NewInternalError(err)
 }

@@ -27,6 +27,11 @@ var (
 	ErrValueTooLarge = errors.New("storage: value too large")
 	// ErrClosed reports an operation on a closed store.
 	ErrClosed = errors.New("storage: closed")
+	// ErrTimeout reports a request that did not complete in time, or a
+	// write that was sent and never answered: a write's outcome is then
+	// unknown (it may have been applied). The API answers it as
+	// kube-apiserver answers a request that ran out of time: 504 Timeout.
+	ErrTimeout = errors.New("storage: request did not complete in time; a write's outcome is unknown")
 )
 
 // KeyValue is one stored key at one revision.

@@ -67,7 +67,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.ClientListen, "cluster-client-listen", "", "`host:port` of the embedded etcd member's client listener, which --storage etcd replicas may use with a client certificate of the cluster CA (default: the --peer-listen host, port one below)")
 	fs.StringVar(&c.Cluster.Name, "member-name", "", "the embedded etcd member's `name`, unique in the cluster (default: host name and peer port)")
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
-	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member may take: a member cut off from its quorum answers 5xx within it")
+	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
@@ -144,9 +144,10 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 		c.EtcdPrefix = r.Prefix
 		c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile = r.Files.CAFile, r.Files.CertFile, r.Files.KeyFile
 		// The etcd client follows the members' list by itself.
-		return openEtcd(ctx, c, time.Minute, r.Name, o.Logger)
+		// Bounded requests that fail over between the members.
+		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, r.Name, o.Logger)
 	case ExternalEtcd:
-		return openEtcd(ctx, c, 0, "", o.Logger)
+		return openEtcd(ctx, c, 0, 0, "", o.Logger)
 	case SingleDevice:
 		dbPath := o.Dir.Database()
 		s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, Logger: o.Logger, OnCommit: o.OnCommit,
@@ -160,9 +161,10 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 }
 
 // openEtcd opens the etcd backend of c; autoSync refreshes the endpoints
-// from the member list (0: never), identity names this server in the
+// from the member list (0: never), requestTimeout bounds each request and
+// moves it to a member that answers (0: the client's own retries), identity names this server in the
 // election keys (default the host name).
-func openEtcd(ctx context.Context, c Config, autoSync time.Duration, identity string, log *slog.Logger) (Store, string, error) {
+func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Duration, identity string, log *slog.Logger) (Store, string, error) {
 	tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
 	if err != nil {
 		return nil, "", err
@@ -177,6 +179,7 @@ func openEtcd(ctx context.Context, c Config, autoSync time.Duration, identity st
 		CompactInterval:  c.WatchHistory,
 		Logger:           log,
 		AutoSyncInterval: autoSync,
+		RequestTimeout:   requestTimeout,
 		Identity:         identity,
 	})
 	if err != nil {

@@ -94,6 +94,9 @@ func (c *Config) validateReplica(holdsMember bool) error {
 	if c.EtcdDialTimeout <= 0 {
 		return fmt.Errorf("invalid --etcd-dial-timeout %s: must be positive", c.EtcdDialTimeout)
 	}
+	if cl.RequestTimeout <= 0 {
+		return fmt.Errorf("invalid --cluster-request-timeout %s: must be positive", cl.RequestTimeout)
+	}
 	return nil
 }
 

@@ -42,7 +42,9 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if id, err := s.electionLeader(lctx); err == nil && id != "" {
+	if id, err := s.electionLeader(lctx); err != nil {
+		st.ElectionControllerUnknown = err.Error()
+	} else if id != "" {
 		st.ElectionControllerID = id
 		st.ElectionController, _, _ = strings.Cut(id, "/")
 	}

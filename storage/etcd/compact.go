@@ -83,9 +83,7 @@ func (s *Store) CompactRevision(ctx context.Context) (int64, error) {
 // readable reports whether etcd still serves reads at rev (a future
 // revision counts as readable: it is not compacted).
 func (s *Store) readable(ctx context.Context, rev int64) (bool, error) {
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	_, err := s.client.Get(ctx, s.metaKey, clientv3.WithRev(rev), clientv3.WithCountOnly())
+	_, err := s.get(ctx, s.metaKey, clientv3.WithRev(rev), clientv3.WithCountOnly())
 	switch {
 	case err == nil, errors.Is(err, rpctypes.ErrFutureRev):
 		return true, nil

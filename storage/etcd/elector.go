@@ -198,15 +198,16 @@ func identity(name string) string {
 }
 
 // ElectionLeader is the identity in the leading key of election name
-// ("" while nobody leads), read from the local member without a quorum
-// (serializable): an operator's view, which must answer when the cluster
-// has none.
+// ("" while nobody leads), read linearizably: an operator's view must not
+// name a leader the quorum has replaced. Without a quorum it fails
+// (within Options.RequestTimeout, or ctx's deadline): who leads is then
+// unknown. A serializable read of a member cut off from the others named
+// the member itself, long after its leadership had ended.
 func (s *Store) ElectionLeader(ctx context.Context, name string) (string, error) {
 	if err := s.checkOpen(); err != nil {
 		return "", err
 	}
-	opts := append(clientv3.WithFirstCreate(), clientv3.WithSerializable())
-	resp, err := s.client.Get(ctx, ElectionPrefix(s.prefix, name), opts...)
+	resp, err := s.get(clientv3.WithRequireLeader(ctx), ElectionPrefix(s.prefix, name), clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", s.wrapErr("election leader "+name, err)
 	}

@@ -32,9 +32,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 	if opts.Limit > 0 {
 		ops = append(ops, clientv3.WithLimit(opts.Limit))
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Get(ctx, start, ops...)
+	resp, err := s.get(ctx, start, ops...)
 	if err != nil {
 		return storage.ListResult{}, s.wrapErr(fmt.Sprintf("list %q at %d", prefix, opts.Revision), err)
 	}

@@ -48,6 +48,11 @@ type Options struct {
 	// "no leader") instead of waiting for etcd's own request timeout or
 	// retrying until this one. The embedded
 	// cluster (storage/cluster) sets it; 0 keeps the caller's deadline.
+	// With several endpoints (or AutoSyncInterval), reads and writes go
+	// to a healthy endpoint instead and move to another one when that is
+	// safe (failover.go): an API-only replica of an embedded cluster. A
+	// request that ran out of time, and a write sent but not answered,
+	// fail with storage.ErrTimeout.
 	RequestTimeout time.Duration
 	// EndWatchesWithoutLeader ends watches with an error when the member
 	// loses its leader, instead of resuming them on another member: with

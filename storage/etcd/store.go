@@ -27,6 +27,10 @@ type Store struct {
 
 	compactRev atomic.Int64 // last known etcd compact revision (a lower bound)
 
+	// pool sends reads and writes to a healthy endpoint (failover.go);
+	// nil when there is one endpoint or no RequestTimeout.
+	pool *pool
+
 	closed atomic.Bool
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -80,11 +84,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		metaKey: opts.Prefix + reservedDir + "revision",
 		done:    make(chan struct{}),
 	}
+	if opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
+		if s.pool, err = newPool(s, opts.Endpoints); err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
+		s.wg.Go(s.pool.probeLoop)
+	}
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	rev, err := s.CurrentRevision(cctx)
 	cancel()
 	if err != nil {
-		_ = client.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("etcd: no answer from %v within %s: %w", opts.Endpoints, opts.DialTimeout, err)
 	}
 	if opts.CompactInterval > 0 {
@@ -109,6 +120,9 @@ func (s *Store) Close() error {
 	}
 	close(s.done)
 	s.wg.Wait()
+	if s.pool != nil {
+		s.pool.close()
+	}
 	if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("etcd: close: %w", err)
 	}
@@ -142,8 +156,23 @@ func (s *Store) wrapErr(op string, err error) error {
 		return fmt.Errorf("etcd: %s: %w", op, storage.ErrFutureRevision)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return fmt.Errorf("etcd: %s: %w", op, storage.ErrValueTooLarge)
+	case timedOut(err):
+		return fmt.Errorf("etcd: %s: %w: %w", op, storage.ErrTimeout, err)
 	}
 	return fmt.Errorf("etcd: %s: %w", op, err)
+}
+
+// timedOut reports whether err leaves a request's outcome unknown: it
+// ran out of time (the caller's, Options.RequestTimeout, or etcd's own),
+// or a write was sent and not answered.
+func timedOut(err error) bool {
+	for _, e := range []error{context.DeadlineExceeded, errOutcomeUnknown, rpctypes.ErrTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // opCtx bounds one request by Options.RequestTimeout, requiring a leader
@@ -153,6 +182,46 @@ func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc)
 		return ctx, func() {}
 	}
 	return context.WithTimeout(clientv3.WithRequireLeader(ctx), s.opts.RequestTimeout)
+}
+
+// do runs one read or write, op, bounded as opCtx says: through the pool
+// when there is one (a healthy endpoint, another one when that is safe),
+// else once on the client. op returns the raft term of its answer's
+// header (0 without an answer).
+func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context, kv clientv3.KV) (uint64, error)) error {
+	if s.pool != nil {
+		return s.pool.do(ctx, write, op)
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	_, err := op(ctx, s.client.KV)
+	return err
+}
+
+// get is a read through do.
+func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	var resp *clientv3.GetResponse
+	err := s.do(ctx, false, func(ctx context.Context, kv clientv3.KV) (uint64, error) {
+		var err error
+		if resp, err = kv.Get(ctx, key, opts...); err != nil {
+			return 0, err
+		}
+		return resp.Header.RaftTerm, nil
+	})
+	return resp, err
+}
+
+// txn is a write transaction through do.
+func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := s.do(ctx, true, func(ctx context.Context, kv clientv3.KV) (uint64, error) {
+		var err error
+		if resp, err = kv.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit(); err != nil {
+			return 0, err
+		}
+		return resp.Header.RaftTerm, nil
+	})
+	return resp, err
 }
 
 func (s *Store) checkOpen() error {
@@ -168,9 +237,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 	if err := s.checkOpen(); err != nil {
 		return storage.KeyValue{}, err
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Get(ctx, s.key(key))
+	resp, err := s.get(ctx, s.key(key))
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("get "+key, err)
 	}
@@ -186,12 +253,8 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
 	}
 	k := s.key(key)
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, string(value))).
-		Commit()
+	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(k, string(value))}, nil)
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("create "+key, err)
 	}
@@ -212,14 +275,10 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedMo
 	k := s.key(key)
 	// etcd compares a missing key as revision 0: requiring a positive
 	// create revision keeps Update from creating keys.
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
-			clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).
-		Then(clientv3.OpPut(k, string(value), clientv3.WithPrevKV())).
-		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
-		Commit()
+	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
+		clientv3.Compare(clientv3.CreateRevision(k), ">", 0)},
+		[]clientv3.Op{clientv3.OpPut(k, string(value), clientv3.WithPrevKV())},
+		[]clientv3.Op{clientv3.OpGet(k, clientv3.WithKeysOnly())})
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("update "+key, err)
 	}
@@ -244,13 +303,8 @@ func (s *Store) Delete(ctx context.Context, key string, expectedModRevision int6
 	if expectedModRevision != 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision))
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(ctx).
-		If(cmps...).
-		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
-		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
-		Commit()
+	resp, err := s.txn(ctx, cmps, []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())},
+		[]clientv3.Op{clientv3.OpGet(k, clientv3.WithKeysOnly())})
 	if err != nil {
 		return storage.KeyValue{}, 0, s.wrapErr("delete "+key, err)
 	}
@@ -290,9 +344,7 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Get(ctx, s.metaKey, clientv3.WithCountOnly())
+	resp, err := s.get(ctx, s.metaKey, clientv3.WithCountOnly())
 	if err != nil {
 		return 0, s.wrapErr("current revision", err)
 	}
@@ -306,13 +358,11 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 	if err := s.checkOpen(); err != nil {
 		return st, err
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	all, err := s.client.Get(ctx, s.prefix, clientv3.WithRange(storage.PrefixEnd(s.prefix)), clientv3.WithCountOnly())
+	all, err := s.get(ctx, s.prefix, clientv3.WithRange(storage.PrefixEnd(s.prefix)), clientv3.WithCountOnly())
 	if err != nil {
 		return st, s.wrapErr("stats", err)
 	}
-	own, err := s.client.Get(ctx, s.prefix+reservedDir, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(all.Header.Revision))
+	own, err := s.get(ctx, s.prefix+reservedDir, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(all.Header.Revision))
 	if err != nil {
 		return st, s.wrapErr("stats", err)
 	}
@@ -320,7 +370,13 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 	if st.CompactRevision, err = s.CompactRevision(ctx); err != nil {
 		return st, err
 	}
-	for _, ep := range s.client.Endpoints() {
+	eps := s.client.Endpoints()
+	if s.pool != nil {
+		eps = s.pool.healthyFirst()
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	for _, ep := range eps {
 		if status, err := s.client.Status(ctx, ep); err == nil {
 			st.SizeBytes = status.DbSize
 			break

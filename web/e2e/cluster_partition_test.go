@@ -45,17 +45,17 @@ type netMember struct {
 	ctrl controllerLog
 }
 
-// startNetCluster runs three members on lab's hosts: m1 starts the
-// cluster, m2 joins through m1 and m3 through m2, each with the cluster
-// token over TLS (plain HTTP is refused off loopback).
-func startNetCluster(t *testing.T, lab *netLab) []*netMember {
+// startNetCluster runs three members on hosts: m1 starts the cluster,
+// m2 joins through m1 and m3 through m2, each with the cluster token over
+// TLS (plain HTTP is refused off loopback).
+func startNetCluster(t *testing.T, hosts []*netHost) []*netMember {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(netAdminToken+`,admin,admin-uid,"system:masters"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var members []*netMember
-	for i, h := range lab.hosts {
+	for i, h := range hosts {
 		m := &netMember{clusterMember: &clusterMember{name: h.name, dataDir: t.TempDir()}, host: h}
 		m.args = []string{"--listen", h.ip + ":" + netAPIPort, "--data-dir", m.dataDir, "--log-level", "info",
 			"--token-auth-file", tokens,
@@ -225,7 +225,7 @@ func (r partitionRun) log(t *testing.T) {
 func TestClusterPartition(t *testing.T) {
 	t.Parallel()
 	lab := newNetLab(t, 3)
-	members := startNetCluster(t, lab)
+	members := startNetCluster(t, lab.hosts)
 	ctx := context.Background()
 	plain := make([]*clusterMember, len(members))
 	for i, m := range members {

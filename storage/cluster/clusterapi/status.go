@@ -27,6 +27,10 @@ type Status struct {
 	// ("name/pid/nonce"); empty while none does or when unknown.
 	ElectionController   string `json:"electionController"`
 	ElectionControllerID string `json:"electionControllerID,omitempty"`
+	// ElectionControllerUnknown, when set, says why the answering member
+	// cannot tell who runs the controller: it is read linearizably, which
+	// a member without a quorum cannot do.
+	ElectionControllerUnknown string `json:"electionControllerUnknown,omitempty"`
 }
 
 // The errors of the membership operations; each picks the HTTP status of

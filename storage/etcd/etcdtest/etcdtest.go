@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +42,7 @@ type Member struct {
 	out    *syncBuffer
 	mu     sync.Mutex
 	killed bool
+	frozen bool
 }
 
 // Start runs an n-member cluster and waits until every member is healthy.
@@ -128,7 +130,7 @@ func (c *Cluster) Leader(tb testing.TB) *Member {
 	defer cancel()
 	for ctx.Err() == nil {
 		for _, m := range c.Members {
-			if m.isKilled() {
+			if m.isKilled() || m.isFrozen() {
 				continue
 			}
 			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: time.Second, Logger: zap.NewNop()})
@@ -151,6 +153,40 @@ func (m *Member) isKilled() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.killed
+}
+
+func (m *Member) isFrozen() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.frozen
+}
+
+// Freeze stops the member with SIGSTOP: its connections stay open and
+// its kernel accepts what is sent, but nothing is answered, as a member
+// cut off the network behaves towards a client that still has a
+// connection to it.
+func (m *Member) Freeze(tb testing.TB) {
+	tb.Helper()
+	m.signal(tb, syscall.SIGSTOP, true)
+}
+
+// Thaw resumes a frozen member with SIGCONT.
+func (m *Member) Thaw(tb testing.TB) {
+	tb.Helper()
+	m.signal(tb, syscall.SIGCONT, false)
+}
+
+func (m *Member) signal(tb testing.TB, sig syscall.Signal, frozen bool) {
+	tb.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.killed {
+		tb.Fatalf("etcd member %s was killed", m.Name)
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("signal etcd member %s: %v", m.Name, err)
+	}
+	m.frozen = frozen
 }
 
 // Kill ends the member with SIGKILL (a crash) and waits for it.

@@ -115,7 +115,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				leader = "(none: no quorum)"
 			}
 			controller := st.ElectionController
-			if controller == "" {
+			switch {
+			case st.ElectionControllerUnknown != "":
+				controller = "(unknown: this member cannot read it without a quorum)"
+			case controller == "":
 				controller = "(none)"
 			}
 			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",

@@ -126,7 +126,8 @@ function clusterSection(s) {
     ['This member', c.self],
     ['etcd leader', c.leader || 'none: no quorum'],
     ['Healthy voting members', `${healthy} of ${voters.length} (quorum ${quorum}${healthy < quorum ? ': LOST' : ''})`],
-    ['Election controller', ctl ? `${ctl}${ctl === c.self ? ' (this member)' : ''}` : '—'],
+    ['Election controller', c.electionControllerUnknown ? 'unknown (no quorum to read it from)'
+      : ctl ? `${ctl}${ctl === c.self ? ' (this member)' : ''}` : '—'],
   ]);
   const table = h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'members' },
     h('thead', {}, h('tr', {}, MEMBER_COLS.map((col) => h('th', { scope: 'col' }, col)))),

@@ -1,0 +1,188 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leasehold/leasehold/storage"
+	"github.com/leasehold/leasehold/storage/etcd/etcdtest"
+)
+
+// failoverTimeout is the request timeout of the failover tests: generous,
+// so that a busy machine's slow answers are not taken for a sick member
+// (the probes get a fifteenth and two fifteenths of it).
+const failoverTimeout = 6 * time.Second
+
+// followersFirst orders c's endpoints with a follower first: the pool
+// prefers the first endpoint until another one answers instead.
+func followersFirst(t *testing.T, c *etcdtest.Cluster) (*etcdtest.Member, []string) {
+	t.Helper()
+	leader := c.Leader(t)
+	var follower *etcdtest.Member
+	eps := []string{}
+	for _, m := range c.Members {
+		if m != leader && follower == nil {
+			follower = m
+			eps = append([]string{m.ClientURL}, eps...)
+		} else {
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	return follower, eps
+}
+
+// TestFailoverFromAMemberThatStopsAnswering: a store of several endpoints
+// with a request timeout sends its requests to the first endpoint; when
+// that member stops answering (SIGSTOP: its connection stays open, as to
+// a member cut off the network), the write in flight on it fails with
+// storage.ErrTimeout as soon as the prober finds the member sick (its
+// outcome is unknown: it is never sent twice), and the next read and
+// write succeed on another member. A store on that member alone, as a
+// cluster member's store is, fails with storage.ErrTimeout at its
+// request timeout.
+func TestFailoverFromAMemberThatStopsAnswering(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	follower, eps := followersFirst(t, c)
+	s := open(t, eps, Options{Prefix: "/failover", RequestTimeout: failoverTimeout})
+	if s.pool == nil {
+		t.Fatal("a store of three endpoints with a request timeout has no failover pool")
+	}
+	alone := open(t, []string{follower.ClientURL}, Options{Prefix: "/failover", RequestTimeout: time.Second})
+	if alone.pool != nil {
+		t.Fatal("a store of one endpoint has a failover pool: a member's requests must fail, not move")
+	}
+	ctx := context.Background()
+	kv, err := s.Create(ctx, "/k", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.pool.healthyFirst()[0]; got != follower.ClientURL {
+		t.Fatalf("the pool prefers %s, want the first endpoint %s", got, follower.ClientURL)
+	}
+
+	follower.Freeze(t)
+	start := time.Now()
+	_, err = s.Update(ctx, "/k", []byte("2"), kv.ModRevision)
+	took := time.Since(start)
+	t.Logf("MEASURED: the write in flight on the stopped member failed after %v (request timeout %v): %v", took.Round(time.Millisecond), failoverTimeout, err)
+	if !errors.Is(err, storage.ErrTimeout) || !errors.Is(err, errOutcomeUnknown) {
+		t.Fatalf("update on the stopped member: %v, want storage.ErrTimeout for an outcome the pool left unknown when the member fell sick", err)
+	}
+	start = time.Now()
+	got, err := s.Get(ctx, "/k")
+	if err != nil {
+		t.Fatalf("get after the member stopped: %v", err)
+	}
+	if _, err := s.Update(ctx, "/k", []byte("3"), got.ModRevision); err != nil {
+		t.Fatalf("update after the member stopped: %v", err)
+	}
+	t.Logf("MEASURED: the next read and write took %v together", time.Since(start).Round(time.Millisecond))
+	if first := s.pool.healthyFirst(); first[0] == follower.ClientURL || first[len(first)-1] != follower.ClientURL {
+		t.Errorf("endpoints in the pool's order: %v, want the stopped %s last", first, follower.ClientURL)
+	}
+	_, err = alone.Get(ctx, "/k")
+	if !errors.Is(err, storage.ErrTimeout) {
+		t.Errorf("get through the stopped member alone: %v, want storage.ErrTimeout", err)
+	}
+
+	// Back: the prober finds it healthy again.
+	follower.Thaw(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s.pool.mu.Lock()
+		sick := slices.ContainsFunc(s.pool.eps, func(e *endpoint) bool { return e.sick })
+		s.pool.mu.Unlock()
+		if !sick {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed member %s is still sick", follower.ClientURL)
+		}
+	}
+}
+
+// TestFailoverFromADeadMember: a store whose first endpoint refuses
+// connections (a crashed member) opens, reads and writes through the
+// others, each request within its timeout: a request that never reached
+// a member is sent to another one, a write included.
+func TestFailoverFromADeadMember(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	follower, eps := followersFirst(t, c)
+	follower.Kill()
+	ctx := context.Background()
+	s := open(t, eps, Options{Prefix: "/failover", RequestTimeout: failoverTimeout})
+	for i := range 5 {
+		start := time.Now()
+		key := fmt.Sprintf("/k%d", i)
+		if _, err := s.Create(ctx, key, []byte("v")); err != nil {
+			t.Fatalf("create %s with the first endpoint dead: %v", key, err)
+		}
+		if _, err := s.Get(ctx, key); err != nil {
+			t.Fatalf("get %s with the first endpoint dead: %v", key, err)
+		}
+		t.Logf("MEASURED: create and get %d took %v with the first endpoint dead", i, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestElectionLeaderNeedsAQuorum: the leader of an election is read
+// linearizably: a member cut off from the others (both others stopped)
+// cannot say who leads, instead of naming itself from its own copy.
+func TestElectionLeaderNeedsAQuorum(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx := context.Background()
+	self := c.Members[0]
+	s := open(t, []string{self.ClientURL}, Options{Prefix: "/el", RequestTimeout: time.Second, Identity: "cut-off", ElectionTTL: 2 * time.Second})
+	ectx, resign := context.WithCancel(ctx)
+	defer resign()
+	if _, err := s.Campaign(ectx, "controller"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.ElectionLeader(ctx, "controller")
+	if err != nil || id == "" {
+		t.Fatalf("ElectionLeader with a quorum: %q, %v", id, err)
+	}
+	for _, m := range c.Members[1:] {
+		m.Freeze(t)
+		t.Cleanup(func() { m.Thaw(t) }) // before the store closes and resigns
+	}
+	for i := range 3 {
+		id, err := s.ElectionLeader(ctx, "controller")
+		if err == nil {
+			t.Fatalf("ElectionLeader %d without a quorum named %q, want an error (unknown)", i, id)
+		}
+	}
+}
+
+// TestErrorsThatProveNothingWasApplied: the errors after which a write is
+// sent again elsewhere.
+func TestErrorsThatProveNothingWasApplied(t *testing.T) {
+	for _, tc := range []struct {
+		err              error
+		notApplied, done bool
+	}{
+		{rpctypes.ErrNoLeader, true, false},
+		{errLearner, true, false},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.1:2379: connect: connection refused"`), true, false},
+		{status.Error(codes.Unknown, "raft proposal dropped"), true, false},
+		{rpctypes.ErrTimeout, false, false},
+		{rpctypes.ErrLeaderChanged, false, false},
+		{status.Error(codes.Unavailable, "error reading from server: EOF"), false, false},
+		{context.DeadlineExceeded, false, false},
+		{rpctypes.ErrCompacted, false, true},
+		{rpctypes.ErrRequestTooLarge, false, true},
+	} {
+		if got := notApplied(tc.err); got != tc.notApplied {
+			t.Errorf("notApplied(%v) = %v, want %v", tc.err, got, tc.notApplied)
+		}
+		if got := definite(tc.err); got != tc.done {
+			t.Errorf("definite(%v) = %v, want %v", tc.err, got, tc.done)
+		}
+	}
+}
