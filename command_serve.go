@@ -1,7 +1,8 @@
 package main
 
-// "leasehold serve": its flags, by concern, resolved once into
-// serveConfig before anything starts (serve.go assembles the server).
+// "leasehold serve": its flags, by concern, resolved once into a
+// serveConfig before anything starts; serve.go assembles the server from
+// it.
 
 import (
 	"context"
@@ -10,15 +11,12 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/plugins/host"
-	"github.com/leasehold/leasehold/storage/backend"
-	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/security"
 )
 
@@ -46,40 +44,6 @@ OpenAPI, health, metrics and the web UI from one process, with the database in -
 runs the coordinated leader-election controller with the strategy modules of
 --plugins-dir, and writes a kubeconfig for local clients. "leasehold" with no
 command, or with flags only, is "leasehold serve".`
-
-// serveConfig is the parsed and validated configuration of "leasehold
-// serve": the server's own flags here, the rest by concern.
-type serveConfig struct {
-	Listen string
-	// DataDir is --data-dir; Layout names every file under it.
-	DataDir         string
-	Layout          datadir.Layout
-	WriteKubeconfig string
-	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile     string
-	PluginsDir    string
-	PluginTimeout time.Duration
-	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
-	FirstGrantWait time.Duration
-	MaxBodyBytes   int
-	ShutdownDelay  time.Duration
-
-	// Engine holds --namespace-lifecycle and the bounds of the stored
-	// Events; serve adds the store and the rest.
-	Engine engine.Options
-
-	// PluginTrustKeys are the files of public keys whose signatures make
-	// a plugins-directory module loadable (empty: no verification).
-	PluginTrustKeys []string
-
-	Storage backend.Config
-	// StorageMode is which storage runs, resolved from Storage and the
-	// data directory before anything starts.
-	StorageMode   backend.Mode
-	Security      *security.Config
-	Limits        web.Limits
-	Observability web.Observability
-}
 
 func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	var cfg serveConfig

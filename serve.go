@@ -1,8 +1,8 @@
 package main
 
-// "leasehold serve": the assembly of storage, engine, election, plugins
-// and web into the server, from the configuration command_serve.go
-// resolved.
+// "leasehold serve": its configuration (serveConfig, which
+// command_serve.go resolves from the flags) and the assembly of storage,
+// engine, election, plugins and web into the server from it.
 
 import (
 	"context"
@@ -31,6 +31,40 @@ import (
 	"github.com/leasehold/leasehold/web/security"
 	"github.com/leasehold/leasehold/web/ui"
 )
+
+// serveConfig is the parsed and validated configuration of "leasehold
+// serve": the server's own flags here, the rest by concern.
+type serveConfig struct {
+	Listen string
+	// DataDir is --data-dir; Layout names every file under it.
+	DataDir         string
+	Layout          datadir.Layout
+	WriteKubeconfig string
+	// ReadyFile receives the server's URL once it accepts requests ("": off).
+	ReadyFile     string
+	PluginsDir    string
+	PluginTimeout time.Duration
+	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
+	FirstGrantWait time.Duration
+	MaxBodyBytes   int
+	ShutdownDelay  time.Duration
+
+	// Engine holds --namespace-lifecycle and the bounds of the stored
+	// Events; serve adds the store and the rest.
+	Engine engine.Options
+
+	// PluginTrustKeys are the files of public keys whose signatures make
+	// a plugins-directory module loadable (empty: no verification).
+	PluginTrustKeys []string
+
+	Storage backend.Config
+	// StorageMode is which storage runs, resolved from Storage and the
+	// data directory before anything starts.
+	StorageMode   backend.Mode
+	Security      *security.Config
+	Limits        web.Limits
+	Observability web.Observability
+}
 
 // server is one "leasehold serve" as it is assembled.
 type server struct {

@@ -2,9 +2,9 @@ package host
 
 import (
 	"log/slog"
-	"path/filepath"
 	"time"
 
+	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/plugins/signature"
 )
 
@@ -82,10 +82,10 @@ const DefaultCallLimit = 10 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.Dir == "" && o.DataDir != "" {
-		o.Dir = filepath.Join(o.DataDir, "plugins")
+		o.Dir = datadir.At(o.DataDir).Plugins()
 	}
 	if o.CacheDir == "" && o.DataDir != "" {
-		o.CacheDir = filepath.Join(o.DataDir, "wasm-cache")
+		o.CacheDir = datadir.At(o.DataDir).WASMCache()
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 2 * time.Second
