@@ -71,8 +71,55 @@ func (e *Engine) delete(ctx context.Context, s Scope, name string, opts *metav1.
 // deleteOne is Store.Delete. deleted is false when the object is only
 // marked for deletion (finalizers pending); out is then the stored object.
 func (e *Engine) deleteOne(ctx context.Context, k *kind, namespace, name string, opts *metav1.DeleteOptions) (out object, deleted bool, err error) {
-	key := k.key(namespace, name)
 	dryRun := isDryRun(opts.DryRun)
+	unsafe := opts.IgnoreStoreReadErrorWithClusterBreakingPotential
+	return e.deleteLoop(ctx, k, namespace, name, opts, unsafe != nil && *unsafe,
+		func(kv storage.KeyValue, cur object) (object, bool, error) {
+			// Without finalizers left (the GC ones are the engine's to
+			// remove at once), the object goes now.
+			_, finalizers := gcFinalizers(cur.GetFinalizers(), opts)
+			if len(finalizers) == 0 {
+				return nil, false, nil
+			}
+			n := cur.DeepCopyObject().(object)
+			n.SetFinalizers(finalizers)
+			markAsDeleting(n, metav1.NewTime(e.now()))
+			if dryRun {
+				return n, false, nil
+			}
+			data, err := k.encode(n)
+			if err != nil {
+				return nil, false, apierrors.NewInternalError(err)
+			}
+			if string(data) != string(kv.Value) {
+				updated, err := e.store.Update(ctx, kv.Key, data, kv.ModRevision)
+				if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+					return nil, true, nil
+				}
+				if err != nil {
+					return nil, false, storageError(err)
+				}
+				n.SetResourceVersion(formatRV(updated.ModRevision))
+			}
+			e.collectGarbage(ctx, k, namespace, n)
+			return n, false, nil
+		})
+}
+
+// deleteStep is a delete's own part of deleteLoop, given the object as
+// stored (kv) and decoded (cur): it returns the object when it only marked
+// it for deletion (finalizers pending; the delete ends there), retry when
+// its write conflicted (the loop reads again), or neither when the object
+// is to be deleted now.
+type deleteStep func(kv storage.KeyValue, cur object) (marked object, retry bool, err error)
+
+// deleteLoop is the read, check and delete loop of every delete, retried
+// from a fresh read when the object changed meanwhile: read (NotFound when
+// missing), decode (an undecodable object is a corrupt-object error, or
+// with unsafe deleted as it is), check the preconditions, run the step,
+// then (unless a dry run) delete at the revision read.
+func (e *Engine) deleteLoop(ctx context.Context, k *kind, namespace, name string, opts *metav1.DeleteOptions, unsafe bool, step deleteStep) (object, bool, error) {
+	key := k.key(namespace, name)
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		kv, err := e.store.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -84,42 +131,24 @@ func (e *Engine) deleteOne(ctx context.Context, k *kind, namespace, name string,
 		cur, err := k.decode(kv.Value, kv.ModRevision)
 		if err != nil {
 			e.noteUndecodable(ctx, kv, err)
-			if unsafe := opts.IgnoreStoreReadErrorWithClusterBreakingPotential; unsafe == nil || !*unsafe {
+			if !unsafe {
 				return nil, false, k.corruptObject(namespace, name, err)
 			}
-			return e.deleteUndecodable(ctx, k, kv, namespace, name, dryRun)
+			return e.deleteUndecodable(ctx, k, kv, namespace, name, isDryRun(opts.DryRun))
 		}
 		if err := checkDeletePreconditions(k, cur, opts.Preconditions); err != nil {
 			return nil, false, err
 		}
-		needsUpdate, finalizers := gcFinalizers(cur.GetFinalizers(), opts)
-		if len(cur.GetFinalizers()) != 0 || needsUpdate {
-			n := cur.DeepCopyObject().(object)
-			n.SetFinalizers(finalizers)
-			if len(finalizers) != 0 {
-				markAsDeleting(n, metav1.NewTime(e.now()))
-				if dryRun {
-					return n, false, nil
-				}
-				data, err := k.encode(n)
-				if err != nil {
-					return nil, false, apierrors.NewInternalError(err)
-				}
-				if string(data) != string(kv.Value) {
-					updated, err := e.store.Update(ctx, key, data, kv.ModRevision)
-					if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
-						continue
-					}
-					if err != nil {
-						return nil, false, storageError(err)
-					}
-					n.SetResourceVersion(formatRV(updated.ModRevision))
-				}
-				e.collectGarbage(ctx, k, namespace, n)
-				return n, false, nil
-			}
+		marked, retry, err := step(kv, cur)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case retry:
+			continue
+		case marked != nil:
+			return marked, false, nil
 		}
-		if dryRun {
+		if isDryRun(opts.DryRun) {
 			return cur, true, nil
 		}
 		if retry, err := e.deleteAtRevision(ctx, k, name, key, kv.ModRevision); retry {

@@ -318,23 +318,7 @@ func (e *Engine) deleteNamespace(ctx context.Context, k *kind, name string, opts
 		return nil, false, apierrors.NewForbidden(namespacesResource, name, errors.New("this namespace may not be deleted"))
 	}
 	dryRun := isDryRun(opts.DryRun)
-	key := k.key("", name)
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		kv, err := e.store.Get(ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil, false, apierrors.NewNotFound(k.gr, name)
-		}
-		if err != nil {
-			return nil, false, storageError(err)
-		}
-		cur, err := k.decode(kv.Value, kv.ModRevision)
-		if err != nil {
-			e.noteUndecodable(ctx, kv, err)
-			return nil, false, k.corruptObject("", name, err)
-		}
-		if err := checkDeletePreconditions(k, cur, opts.Preconditions); err != nil {
-			return nil, false, err
-		}
+	return e.deleteLoop(ctx, k, "", name, opts, false, func(kv storage.KeyValue, cur object) (object, bool, error) {
 		ns := cur.(*corev1.Namespace)
 		if ns.DeletionTimestamp == nil || ns.Status.Phase != corev1.NamespaceTerminating {
 			n := ns.DeepCopy()
@@ -350,9 +334,9 @@ func (e *Engine) deleteNamespace(ctx context.Context, k *kind, name string, opts
 			if err != nil {
 				return nil, false, apierrors.NewInternalError(err)
 			}
-			updated, err := e.store.Update(ctx, key, data, kv.ModRevision)
+			updated, err := e.store.Update(ctx, kv.Key, data, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
-				continue
+				return nil, true, nil
 			}
 			if err != nil {
 				return nil, false, storageError(err)
@@ -365,17 +349,8 @@ func (e *Engine) deleteNamespace(ctx context.Context, k *kind, name string, opts
 			e.startFinalizing(name)
 			return ns, false, nil
 		}
-		if dryRun {
-			return ns, true, nil
-		}
-		if retry, err := e.deleteAtRevision(ctx, k, name, key, kv.ModRevision); retry {
-			continue
-		} else if err != nil {
-			return nil, false, err
-		}
-		return ns, true, nil
-	}
-	return nil, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+		return nil, false, nil
+	})
 }
 
 // startFinalizing runs the namespace controller's work for one
