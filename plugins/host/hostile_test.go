@@ -73,7 +73,10 @@ func TestHostileAtDecision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, s := serveHostile(t, Options{}, hostile(t, tt.trigger, "", 1))
+			// None of these spins: a CallLimit of a minute lets the memory
+			// bomb grow to the memory limit (the property under test) on a
+			// loaded machine under -race, where it took 27 s.
+			h, s := serveHostile(t, Options{CallLimit: time.Minute}, hostile(t, tt.trigger, "", 1))
 			_, err := s.Decide(context.Background(), bigInput())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want an error mentioning %q", err, tt.want)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -24,6 +25,7 @@ var engines = []struct {
 // on the interpreter as on the compiler, so a 32-bit ARM device elects the
 // same leaders as an arm64 one.
 func TestEnginesDecideAlike(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1 (most of a minute on a loaded 2-core machine)")
 	ctx := context.Background()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "newest.wasm"), build(t, goExample))

