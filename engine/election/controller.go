@@ -99,7 +99,7 @@ func New(opts Options) (*Controller, error) {
 	c := &Controller{
 		opts:      opts,
 		e:         opts.Engine,
-		log:       opts.Logger.With("component", "election"),
+		log:       opts.Logger,
 		now:       opts.Now,
 		leases:    map[leaseKey]*leaseEntry{},
 		cands:     map[leaseKey]map[string]*candEntry{},
