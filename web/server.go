@@ -292,7 +292,8 @@ func (s *Server) readyChecks() []ui.Check {
 type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Debug(fmt.Sprintf(format, args...), slog.String("component", "fasthttp"))
+	// s.log already names the component (web): one per line.
+	l.log.Debug(fmt.Sprintf(format, args...), slog.String("library", "fasthttp"))
 }
 
 // authorizer is what the self reviews ask: the policy when requests are

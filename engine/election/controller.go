@@ -101,7 +101,7 @@ func New(opts Options) (*Controller, error) {
 		opts:      opts,
 		e:         opts.Engine,
 		h:         opts.History,
-		log:       opts.Logger.With("component", "election"),
+		log:       opts.Logger,
 		now:       opts.Now,
 		leases:    map[leaseKey]*leaseEntry{},
 		cands:     map[leaseKey]map[string]*candEntry{},

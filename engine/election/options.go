@@ -100,7 +100,8 @@ type Options struct {
 	// native OldestEmulationVersion, which is also the last resort when
 	// Fallback itself fails.
 	Fallback abi.Strategy
-	// Logger defaults to slog.Default().
+	// Logger defaults to slog.Default(). The caller names the component
+	// (serve: component=election): one component field per line.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now. It must be the engine's clock,
 	// since expiry is judged from when the controller observed changes.

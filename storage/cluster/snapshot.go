@@ -254,7 +254,13 @@ func Restore(ctx context.Context, path string, cfg Config, bump int64) error {
 	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
-	lg := etcd.NewZapLogger(cfg.Logger.With("component", "etcd"), etcd.ZapLog{Label: "etcd restore"})
+	// The etcd server's logger names its component (serve: etcd); the
+	// member's logger already names another, and a line carries one.
+	elog := cfg.EtcdLogger
+	if elog == nil {
+		elog = cfg.Logger
+	}
+	lg := etcd.NewZapLogger(elog, etcd.ZapLog{Label: "etcd restore"})
 	err := etcdutl.NewV3(lg).Restore(etcdutl.RestoreConfig{
 		SnapshotPath:        path,
 		Name:                cfg.Name,

@@ -223,7 +223,7 @@ func (e *elector) tryCoordinated(ctx context.Context) (outcome, time.Time, error
 		// record and so restarts our observation).
 		return notLeader, time.Time{}, nil
 	}
-	if deref(cur.Spec.PreferredHolder) != "" || stepDownFor(cur) == e.id {
+	if deref(cur.Spec.PreferredHolder) != "" || (e.holding && stepDownFor(cur) == e.id) {
 		// Any value, even our own name, ends the term (client-go).
 		if e.holding {
 			return steppedOut, time.Time{}, nil
@@ -238,6 +238,11 @@ func (e *elector) tryCoordinated(ctx context.Context) (outcome, time.Time, error
 		l.Spec.AcquireTime = &t // an upstream coordinator leaves it unset
 	}
 	l.Spec.PreferredHolder = nil
+	if !e.holding {
+		// A new term: a step-down request left over from an earlier one
+		// (its release failed) is not meant for it.
+		delete(l.Annotations, AnnotationStepDown)
+	}
 	got, err := e.c.UpdateLease(ctx, l)
 	if lease.IsConflict(err) {
 		return notLeader, time.Time{}, nil

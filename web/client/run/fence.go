@@ -91,10 +91,11 @@ func (f *turnFence) observe(l *coordinationv1.Lease) {
 	case f.held.holder != "":
 		f.fenceLocked(f.held.seen.Add(f.held.dur + skewMargin(f.held.dur)))
 		f.held = heldRecord{}
-	case first:
+	case first && s.RenewTime != nil:
 		// Freed by force before we ever saw it held: its holder may have
 		// renewed just before, and our first sighting is the earliest
-		// moment we can count from.
+		// moment we can count from. (Without a renewTime nobody ever held
+		// it: a lease created empty, as with kubectl apply.)
 		f.fenceLocked(now.Add(dur + skewMargin(dur)))
 	}
 }

@@ -94,6 +94,15 @@ func TestTurnFence(t *testing.T) {
 		f.observe(forced(held))
 		near(t, f.notBefore(), seen.Add(want))
 	})
+	t.Run("created without a holder", func(t *testing.T) {
+		f := &turnFence{me: "b"}
+		l := forced(held)
+		l.Spec.AcquireTime, l.Spec.RenewTime = nil, nil
+		f.observe(l)
+		if nb := f.notBefore(); !nb.IsZero() {
+			t.Errorf("fence %v on a lease nobody held, want none", nb)
+		}
+	})
 	t.Run("first seen released", func(t *testing.T) {
 		f := &turnFence{me: "b"}
 		f.observe(released(held, t0))

@@ -1,0 +1,35 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestE2ELogOneComponent: a single-device server that elects a
+// coordinated lease, serves a watch and shuts down labels every line it
+// logs with exactly one component (the election controller's lines once
+// said component=election twice).
+func TestE2ELogOneComponent(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "child.sh")
+	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := runEnv{bin: leaseholdBinary(t), script: script}
+	ts := startServer(t, "--log-level", "debug")
+	file := filepath.Join(dir, "records")
+	p := e.start(t, "c1", file, []string{"--server", ts.URL, "--lease", "labelled", "--candidate", "--binary-version", "1.37.0"})
+	waitRecord(t, file, 20*time.Second, "the granted child", func(r record) bool { return r.kind == "start" })
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t, 10*time.Second)
+	ts.Stop(t)
+	log := ts.Log()
+	if !strings.Contains(log, "component=election") {
+		t.Fatalf("the server logged nothing of the election:\n%s", log)
+	}
+	checkLabelledLog(t, "the server", log)
+}
