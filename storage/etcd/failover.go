@@ -78,10 +78,12 @@ type endpoint struct {
 func newPool(s *Store, urls []string) (*pool, error) {
 	p := &pool{s: s, timeout: s.opts.RequestTimeout}
 	// Probing every fifteenth of the request timeout (200ms at the default
-	// 3s) and giving a probe two intervals finds a member cut off within
-	// about three intervals.
+	// 3s) and giving a probe three intervals finds a member cut off within
+	// about four intervals; a shorter probe timeout took healthy members of
+	// a busy machine for sick (a request in flight on the preferred one
+	// then ends: a write with a 504).
 	p.interval = max(s.opts.RequestTimeout/15, 20*time.Millisecond)
-	p.probeTimeout = 2 * p.interval
+	p.probeTimeout = 3 * p.interval
 	p.termChanged, p.newTerm = context.WithCancel(context.Background())
 	if err := p.sync(urls); err != nil {
 		p.close()
@@ -380,8 +382,8 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	p.mu.Lock()
 	e.probing = false
 	// A probe that timed out shows a sick endpoint only if another one
-	// answered while it waited (the others are probed every interval, half
-	// the probe's timeout): when all are slow (a busy machine, an
+	// answered while it waited (the others are probed every interval, a
+	// third of the probe's timeout): when all are slow (a busy machine, an
 	// election), none is better than the others.
 	othersAnswer := false
 	for _, o := range p.eps {
