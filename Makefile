@@ -53,7 +53,7 @@ arm-test:
 # replays a schedule (the test logs its seed). Root: it mounts a tmpfs.
 LEASEHOLD_FAULT_DURATION ?= 10m
 fault-suite:
-	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition)$$' ./web/e2e/
+	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition|TestClusterPartitionReplica)$$' ./web/e2e/
 
 # One static binary per architecture, a tarball with the binary, license,
 # README and systemd files, a Debian package built by nfpm, and SHA256SUMS.

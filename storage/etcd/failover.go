@@ -68,6 +68,7 @@ type endpoint struct {
 	sick    bool
 	probing bool
 	lastOK  time.Time // when its last successful answer arrived
+	dialed  time.Time // when client was made
 	// healthy ends when the endpoint falls sick, ending the requests in
 	// flight on it.
 	healthy context.Context
@@ -77,10 +78,12 @@ type endpoint struct {
 func newPool(s *Store, urls []string) (*pool, error) {
 	p := &pool{s: s, timeout: s.opts.RequestTimeout}
 	// Probing every fifteenth of the request timeout (200ms at the default
-	// 3s) and giving a probe two intervals finds a member cut off within
-	// about three intervals.
+	// 3s) and giving a probe three intervals finds a member cut off within
+	// about four intervals; a shorter probe timeout took healthy members of
+	// a busy machine for sick (a request in flight on the preferred one
+	// then ends: a write with a 504).
 	p.interval = max(s.opts.RequestTimeout/15, 20*time.Millisecond)
-	p.probeTimeout = 2 * p.interval
+	p.probeTimeout = 3 * p.interval
 	p.termChanged, p.newTerm = context.WithCancel(context.Background())
 	if err := p.sync(urls); err != nil {
 		p.close()
@@ -110,20 +113,11 @@ func (p *pool) sync(urls []string) error {
 		if slices.ContainsFunc(keep, func(e *endpoint) bool { return e.url == u }) {
 			continue
 		}
-		c, err := clientv3.New(clientv3.Config{
-			Endpoints: []string{u},
-			TLS:       p.s.opts.TLS,
-			Logger:    newZapLogger(p.s.opts.Logger),
-			// Not DialTimeout: that would make New wait for the connection.
-			DialKeepAliveTime:    5 * p.s.opts.DialTimeout,
-			DialKeepAliveTimeout: p.s.opts.DialTimeout,
-			MaxCallSendMsgSize:   p.s.opts.MaxValueBytes + 1<<20,
-			MaxUnaryRetries:      1, // the pool retries, elsewhere
-		})
+		c, err := p.dial(u)
 		if err != nil {
-			return fmt.Errorf("connect to %s: %w", u, err)
+			return err
 		}
-		e := &endpoint{url: u, client: c}
+		e := &endpoint{url: u, client: c, dialed: time.Now()}
 		e.healthy, e.fall = context.WithCancel(context.Background())
 		keep = append(keep, e)
 	}
@@ -132,6 +126,45 @@ func (p *pool) sync(urls []string) error {
 		p.preferred = keep[0]
 	}
 	return nil
+}
+
+// dial makes an endpoint's client, without waiting for its connection.
+func (p *pool) dial(url string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{url},
+		TLS:       p.s.opts.TLS,
+		Logger:    newZapLogger(p.s.opts.Logger),
+		// Not DialTimeout: that would make New wait for the connection.
+		DialKeepAliveTime:    5 * p.s.opts.DialTimeout,
+		DialKeepAliveTimeout: p.s.opts.DialTimeout,
+		MaxCallSendMsgSize:   p.s.opts.MaxValueBytes + 1<<20,
+		MaxUnaryRetries:      1, // the pool retries, elsewhere
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	return c, nil
+}
+
+// redial replaces the connection of e, sick for a while: a connection
+// that stalled while its member was cut off resumes only at TCP's next
+// retransmission after the member is back, which backs off to many
+// seconds.
+func (p *pool) redial(e *endpoint) {
+	c, err := p.dial(e.url)
+	if err != nil {
+		p.s.log.Warn("Reconnecting to a sick etcd endpoint failed", "endpoint", e.url, "err", err)
+		return
+	}
+	p.mu.Lock()
+	old := e.client
+	e.client, e.dialed = c, time.Now()
+	closed := !slices.Contains(p.eps, e)
+	p.mu.Unlock()
+	_ = old.Close()
+	if closed {
+		_ = c.Close()
+	}
 }
 
 func (p *pool) close() {
@@ -153,7 +186,7 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 	var tried []*endpoint
 	var last error
 	for {
-		e, healthy, termChanged := p.pick(tried)
+		e, client, healthy, termChanged := p.pick(tried)
 		if e == nil {
 			// Every endpoint failed this round (an election under way):
 			// a short pause, and another round.
@@ -172,7 +205,7 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 		actx, abort := context.WithCancel(ctx)
 		stopHealthy := context.AfterFunc(healthy, abort)
 		stopTerm := context.AfterFunc(termChanged, abort)
-		term, err := op(actx, e.client.KV)
+		term, err := op(actx, client.KV)
 		stopHealthy()
 		stopTerm()
 		abort()
@@ -203,9 +236,10 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 // pick is the endpoint for the next attempt: the preferred one if it is
 // healthy, else another healthy one, else a sick one not tried yet (it
 // may have recovered since its last probe); nil once every endpoint was
-// tried. The contexts end the attempt: healthy when the endpoint falls
-// sick (never, for one already sick), termChanged with a new raft term.
-func (p *pool) pick(tried []*endpoint) (*endpoint, context.Context, context.Context) {
+// tried, with its client. The contexts end the attempt: healthy when the
+// endpoint falls sick (never, for one already sick), termChanged with a
+// new raft term.
+func (p *pool) pick(tried []*endpoint) (*endpoint, *clientv3.Client, context.Context, context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var chosen *endpoint
@@ -220,13 +254,13 @@ func (p *pool) pick(tried []*endpoint) (*endpoint, context.Context, context.Cont
 		}
 	}
 	if chosen == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	healthy := chosen.healthy
 	if chosen.sick {
 		healthy = context.Background()
 	}
-	return chosen, healthy, p.termChanged
+	return chosen, chosen.client, healthy, p.termChanged
 }
 
 // healthyFirst lists the endpoints, the preferred first and the sick last.
@@ -328,7 +362,8 @@ func (p *pool) probeLoop() {
 				continue
 			}
 			e.probing = true
-			p.s.wg.Go(func() { p.probe(e) })
+			client := e.client
+			p.s.wg.Go(func() { p.probe(e, client) })
 		}
 		p.mu.Unlock()
 	}
@@ -336,29 +371,32 @@ func (p *pool) probeLoop() {
 
 // probe sends e a linearizable read of the store's reserved key: it needs
 // a leader and a quorum behind the endpoint, as every request does.
-func (p *pool) probe(e *endpoint) {
+func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), p.probeTimeout)
 	defer cancel()
 	sent := time.Now()
-	resp, err := e.client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
+	resp, err := client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
 	if resp != nil {
 		p.sawTerm(resp.Header.RaftTerm)
 	}
 	p.mu.Lock()
 	e.probing = false
 	// A probe that timed out shows a sick endpoint only if another one
-	// answered while it waited (the others are probed every interval, half
-	// the probe's timeout): when all are slow (a busy machine, an
+	// answered while it waited (the others are probed every interval, a
+	// third of the probe's timeout): when all are slow (a busy machine, an
 	// election), none is better than the others.
 	othersAnswer := false
 	for _, o := range p.eps {
 		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(p.probeTimeout/4)))
 	}
+	stale := e.sick && client == e.client && time.Since(e.dialed) > 5*p.interval
 	p.mu.Unlock()
 	switch {
 	case err == nil:
 		p.answered(e, false)
 	case p.s.closed.Load():
+	case stale:
+		p.redial(e)
 	case notApplied(err) || othersAnswer:
 		p.fell(e, err)
 	}
