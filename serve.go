@@ -74,9 +74,11 @@ type serveConfig struct {
 	DataDir         string
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile     string
-	PluginsDir    string
-	PluginTimeout time.Duration
+	ReadyFile  string
+	PluginsDir string
+	// PluginFollowSymlinks lets files of PluginsDir be symbolic links.
+	PluginFollowSymlinks bool
+	PluginTimeout        time.Duration
 	// FirstGrantWait is election.Options.FirstGrantWait.
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
@@ -105,6 +107,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "leasehold-data", "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
+	fs.BoolVar(&cfg.PluginFollowSymlinks, "plugin-follow-symlinks", false, "let module, settings and signature files of --plugins-dir be symbolic links (default: regular files only; anything else is refused unopened)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
 	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
@@ -256,7 +259,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 				c.Resync()
 			}
 		},
-		TrustKeys: trust,
+		TrustKeys:      trust,
+		FollowSymlinks: cfg.PluginFollowSymlinks,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
