@@ -22,10 +22,11 @@ import (
 //     of AllowedHosts (DNS rebinding);
 //   - a state-changing request that a browser marks cross-site or
 //     same-site (Sec-Fetch-Site), or whose Origin is not the server's;
-//   - a state-changing request whose body has no Content-Type, or one a
-//     browser may send cross-origin without a preflight (text/plain,
+//   - a state-changing request whose body has a Content-Type a browser may
+//     send cross-origin without a preflight (text/plain,
 //     application/x-www-form-urlencoded, multipart/form-data): the API
-//     reads JSON, YAML, protobuf and the patch types.
+//     reads JSON (also without a Content-Type, as kube-apiserver), YAML,
+//     protobuf and the patch types.
 //
 // Authenticated requests are not affected: a browser does not attach a
 // bearer token by itself, and a device reached as pi.local with one keeps
@@ -55,8 +56,10 @@ func (s *Server) browserGuard(rc *fasthttp.RequestCtx, path string) error {
 	ct := strings.ToLower(string(rc.Request.Header.ContentType()))
 	mt, _, _ := strings.Cut(ct, ";")
 	mt = strings.TrimSpace(mt)
-	hasBody := rc.Request.Header.ContentLength() != 0 // -1, -2: chunked or until close
-	if browserSimpleType(mt) || mt == "" && hasBody {
+	// An empty Content-Type is JSON, as kube-apiserver reads it: tools
+	// rely on that, and a browser sending one cross-origin also sends an
+	// Origin, refused above.
+	if browserSimpleType(mt) {
 		return s.api.UnsupportedMediaType(string(rc.Method()))
 	}
 	return nil
@@ -74,9 +77,11 @@ func browserSimpleType(mt string) bool {
 }
 
 // hostAllowed reports whether a Host header names this server: empty (an
-// HTTP/1.0 client), an IP address (no DNS involved), localhost and its
-// subdomains (browsers resolve them to loopback themselves), or a name of
-// AllowedHosts (".example.com" allows its subdomains).
+// HTTP/1.0 client), an IP address (no DNS involved), a single-label name
+// ("localhost", a machine's own short name: resolved locally, never
+// through a domain an attacker owns), a subdomain of localhost (browsers
+// resolve them to loopback themselves), or a name of AllowedHosts
+// (".example.com" allows its subdomains).
 func (s *Server) hostAllowed(host string) bool {
 	if host == "" {
 		return true
@@ -86,7 +91,7 @@ func (s *Server) hostAllowed(host string) bool {
 		name = h
 	}
 	name = strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
-	if net.ParseIP(name) != nil || name == "localhost" || strings.HasSuffix(name, ".localhost") {
+	if net.ParseIP(name) != nil || !strings.Contains(name, ".") || strings.HasSuffix(name, ".localhost") {
 		return true
 	}
 	for _, a := range s.allowedHosts {
