@@ -51,6 +51,8 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host `names` a request without credentials may address this server by, besides IP addresses, localhost and the --listen host (\".example.com\" allows its subdomains); other names are refused, so that a web page cannot reach the server through DNS rebinding")
+	fs.BoolVar(&cfg.PluginFollowSymlinks, "plugin-follow-symlinks", false, "let module, settings and signature files of --plugins-dir be symbolic links (default: regular files only; anything else is refused unopened)")
 	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
 	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
 	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
@@ -90,6 +92,14 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	if cfg.PluginsDir == "" {
 		cfg.PluginsDir = cfg.Layout.Plugins()
+	}
+	for _, h := range strings.Split(*allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowedHosts = append(cfg.AllowedHosts, h)
+		}
+	}
+	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
+		cfg.AllowedHosts = append(cfg.AllowedHosts, h)
 	}
 	for _, f := range strings.Split(*trustKeys, ",") {
 		if f = strings.TrimSpace(f); f != "" {

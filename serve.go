@@ -41,9 +41,14 @@ type serveConfig struct {
 	Layout          datadir.Layout
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile     string
-	PluginsDir    string
-	PluginTimeout time.Duration
+	ReadyFile  string
+	PluginsDir string
+	// AllowedHosts are further names an unauthenticated request's Host
+	// header may give (web.Options.AllowedHosts).
+	AllowedHosts []string
+	// PluginFollowSymlinks lets files of PluginsDir be symbolic links.
+	PluginFollowSymlinks bool
+	PluginTimeout        time.Duration
 	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
@@ -195,7 +200,8 @@ func (s *server) loadPlugins(ctx context.Context) error {
 				c.Resync()
 			}
 		},
-		TrustKeys: trust,
+		TrustKeys:      trust,
+		FollowSymlinks: s.cfg.PluginFollowSymlinks,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
@@ -257,7 +263,8 @@ func (s *server) leadElection(ctx context.Context, opts election.Options, first 
 // would be wrong.
 func (s *server) webOptions(sec *security.Security) web.Options {
 	opts := web.Options{
-		Engine: s.eng, Logger: s.log.With("component", "web"),
+		AllowedHosts: s.cfg.AllowedHosts,
+		Engine:       s.eng, Logger: s.log.With("component", "web"),
 		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},

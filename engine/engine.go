@@ -72,7 +72,10 @@ type Engine struct {
 	background   context.Context
 	finalizingMu sync.Mutex
 	finalizing   map[string]bool
-	events       eventStore
+	// nsGate orders creates against the end of a namespace's
+	// finalization (namespacegate.go).
+	nsGate nsGate
+	events eventStore
 }
 
 var _ API = (*Engine)(nil)

@@ -389,8 +389,12 @@ func (e *Engine) finalizeNamespace(ctx context.Context, name string) {
 			e.setNamespaceConditions(ctx, name, left)
 		}
 		if err == nil && left.count() == 0 {
-			if err = e.removeNamespaceFinalizer(ctx, name); err == nil {
+			if err = e.removeFinalizerIfEmpty(ctx, name); err == nil {
 				return
+			}
+			if errors.Is(err, errNamespaceNotEmpty) {
+				backoff = 50 * time.Millisecond
+				continue // a create landed since the listing: delete it too
 			}
 		}
 		if err != nil {

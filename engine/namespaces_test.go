@@ -3,9 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,4 +271,63 @@ func TestNamespacesOfExistingContent(t *testing.T) {
 		t.Errorf("namespaces %q, want %q", names, want)
 	}
 	_ = st.Close()
+}
+
+// TestNamespaceDeleteRacingCreates: creates racing a namespace's deletion
+// (strict lifecycle) either fail (403 terminating, 404 gone) or are
+// deleted with it: once the namespace answers 404, no lease is left in it.
+// In the hostile review 1-3 leases of 40,000 racing creates survived.
+func TestNamespaceDeleteRacingCreates(t *testing.T) {
+	env := newTestEnvWith(t, boltdb.Options{}, Options{NamespaceLifecycle: NamespacesStrict})
+	ctx := context.Background()
+	const rounds, writers = 8, 8
+	for round := range rounds {
+		ns := "race-" + strconv.Itoa(round)
+		if _, err := env.e.Create(ctx, env.namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, &metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var created atomic.Int64
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				for i := 0; ; i++ {
+					_, err := env.e.Create(ctx, env.leases(ns), newLease(fmt.Sprintf("w%d-%d", w, i)), &metav1.CreateOptions{})
+					switch {
+					case err == nil:
+						created.Add(1)
+					case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+						return // terminating, or gone
+					default:
+						t.Errorf("create: %v", err)
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		time.Sleep(time.Duration(round%4) * time.Millisecond) // vary the race
+		if _, _, err := env.e.Delete(ctx, env.namespaces(), ns, &metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		waitGone(t, "namespace "+ns, func() error { _, err := env.getNamespace(t, ns); return err })
+		list, err := env.e.List(ctx, env.leases(ns), &metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if items := list.(*coordinationv1.LeaseList).Items; len(items) != 0 {
+			t.Fatalf("round %d: %d leases left in deleted namespace %s (%d created)", round, len(items), ns, created.Load())
+		}
+		all, err := env.e.List(ctx, env.leases(""), &metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range all.(*coordinationv1.LeaseList).Items {
+			if l.Namespace == ns {
+				t.Fatalf("round %d: cluster-wide list shows %s/%s", round, ns, l.Name)
+			}
+		}
+	}
 }

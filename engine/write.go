@@ -72,18 +72,24 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 
 		if !exists {
 			e.fillSystemFields(obj)
+			// From the namespace admission to the write (nsGate).
+			leave := e.nsGate.enterCreate(namespace)
 			if err := e.beforeCreate(ctx, k, namespace, obj, dryRun); err != nil {
+				leave()
 				return writeResult{}, err
 			}
 			obj.SetResourceVersion("")
 			if dryRun {
+				leave()
 				return writeResult{obj: obj, created: true}, nil
 			}
 			data, err := k.encode(obj)
 			if err != nil {
+				leave()
 				return writeResult{}, apierrors.NewInternalError(err)
 			}
 			created, err := e.store.Create(ctx, key, data)
+			leave()
 			if errors.Is(err, storage.ErrKeyExists) {
 				continue // created concurrently: update it instead
 			}
@@ -183,6 +189,8 @@ func shouldDeleteDuringUpdate(o, old object) bool {
 // createOnce is Store.create: system fields, name generation,
 // validation, then the storage create.
 func (e *Engine) createOnce(ctx context.Context, k *kind, namespace string, o object, dryRun bool) (object, error) {
+	// From the namespace admission to the write (nsGate).
+	defer e.nsGate.enterCreate(namespace)()
 	e.fillSystemFields(o)
 	if o.GetGenerateName() != "" && o.GetName() == "" {
 		o.SetName(generateName(o.GetGenerateName()))

@@ -36,6 +36,14 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		rc.Error("400 Bad Request: both Content-Length and Transfer-Encoding", fasthttp.StatusBadRequest)
 		return
 	}
+	if !s.authn.Enabled() {
+		// No credentials: keep web pages out (browserguard.go).
+		if err := s.browserGuard(rc, info.Path); err != nil {
+			discardBody(rc, drainBytes)
+			s.api.WriteError(rc, err)
+			return
+		}
+	}
 	// The join is authenticated by the cluster token (serveClusterJoin).
 	public := isHealthPath(info.Path) || ui.Public(rc) || (s.cluster != nil && info.Path == clusterJoinPath)
 	if !public && s.authn.Enabled() {
@@ -99,7 +107,11 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			return
 		}
 		defer s.limits.release()
+		// Operator writes to a lease are recorded as the server performs
+		// them (ui/leasewrites.go).
+		recorded := s.ui.ObserveLeaseWrite(rc)
 		s.route(rc)
+		recorded()
 	}
 }
 

@@ -51,6 +51,10 @@ type Options struct {
 	// Auth authenticates requests; nil or empty means every request is
 	// anonymous and allowed (the loopback default).
 	Auth *auth.Authenticator
+	// AllowedHosts are the names (besides IP addresses and localhost) an
+	// unauthenticated request's Host header may give for this server;
+	// ".example.com" allows its subdomains. See browserGuard.
+	AllowedHosts []string
 	// Policies authorizes authenticated requests (ABAC); nil allows
 	// every authenticated user everything.
 	Policies auth.Policies
@@ -106,12 +110,14 @@ type Server struct {
 	maxBody     int
 	tls         *tls.Config
 	authn       *auth.Authenticator
-	authz       auth.Policies
-	metrics     *metrics.Registry
-	backup      func(ctx context.Context, w io.Writer) (int64, error)
-	cluster     Cluster
-	limits      *limiter
-	bodies      bodyBudget
+	// allowedHosts are Options.AllowedHosts, normalised.
+	allowedHosts []string
+	authz        auth.Policies
+	metrics      *metrics.Registry
+	backup       func(ctx context.Context, w io.Writer) (int64, error)
+	cluster      Cluster
+	limits       *limiter
+	bodies       bodyBudget
 	// authFailures throttles the access lines of failed authentications.
 	authFailures failureThrottle
 	delay        time.Duration
@@ -136,7 +142,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
-		tls: opts.TLS, authn: opts.Auth, authz: opts.Policies, metrics: opts.Metrics,
+		tls: opts.TLS, authn: opts.Auth, allowedHosts: normalizeAllowedHosts(opts.AllowedHosts), authz: opts.Policies, metrics: opts.Metrics,
 		backup: opts.Backup, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
 	}
 	if s.log == nil {

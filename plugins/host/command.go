@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
@@ -108,7 +107,7 @@ func pluginCommand(ctx context.Context, synopsis string, args []string, stdout, 
 	if code, stop := fs.Stop(err); stop {
 		return code
 	}
-	wasm, err := os.ReadFile(file)
+	wasm, err := readModuleFile(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold plugin %s: %v\n", sub, err)
 		return cli.ExitFailure
@@ -127,7 +126,7 @@ func pluginCommand(ctx context.Context, synopsis string, args []string, stdout, 
 	}
 	var in *abi.Input
 	if *input != "" {
-		data, err := os.ReadFile(*input)
+		data, err := readLimitedBytes(*input, maxInputFileBytes, true)
 		if err != nil {
 			fmt.Fprintf(stderr, "leasehold plugin test: %v\n", err)
 			return 1
@@ -148,4 +147,14 @@ func pluginCommand(ctx context.Context, synopsis string, args []string, stdout, 
 		Timing   Timing        `json:"timing"`
 	}{decision, timing})
 	return 0
+}
+
+// maxInputFileBytes bounds an INPUT.json of `plugin test`: an abi.Input
+// for thousands of candidates is a few MiB.
+const maxInputFileBytes = 64 << 20
+
+// readModuleFile reads a module named on the command line, bounded like
+// the plugins directory's (the default MaxModuleBytes).
+func readModuleFile(path string) ([]byte, error) {
+	return readLimitedBytes(path, Options{}.withDefaults().MaxModuleBytes, true)
 }

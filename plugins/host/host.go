@@ -32,7 +32,13 @@ type Host struct {
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	mu       sync.Mutex // serialises scans and Close; guards the fields below
+	// scanMu serialises scans: only the scanner writes files. loading is
+	// held (shared) while a scan compiles, so that Close never closes the
+	// runtime under a compile; neither is held while a file is read.
+	scanMu  sync.Mutex
+	loading sync.RWMutex
+
+	mu       sync.Mutex // guards the fields below; never held across file I/O or a compile
 	builtins map[string]*module
 	files    map[string]*fileState
 	closed   bool
@@ -142,14 +148,25 @@ func (h *Host) Ready() error {
 // fail (and their caller falls back).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return nil
 	}
 	h.closed = true
 	empty := map[string]*module{}
 	h.active.Store(&empty)
+	h.mu.Unlock()
+	// A scan stuck on a file holds scanMu, not this: only a compile in
+	// flight is waited for.
+	h.loading.Lock()
+	defer h.loading.Unlock()
 	return h.r.close(ctx)
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }
 
 // publish rebuilds the name->module map: built-ins, then files in path

@@ -35,6 +35,10 @@ type Options struct {
 	// Default 1024 (64 MiB); expect host RSS of 3-4x that while a guest
 	// grows to the cap.
 	MemoryLimitPages uint32
+	// FollowSymlinks lets a module, settings or signature file of Dir be a
+	// symbolic link to a regular file. Without it only regular files are
+	// read: anything else (a link, a FIFO, a device) is refused unopened.
+	FollowSymlinks bool
 	// MaxModuleBytes rejects larger .wasm files. Default 32 MiB.
 	MaxModuleBytes int64
 	// MaxOutputBytes caps what write_output accepts. Default 1 MiB.

@@ -42,14 +42,16 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 // Scan runs one pass over Options.Dir (Run calls it on every tick; tests
-// and the CLI may call it directly).
+// and the CLI may call it directly). Files are read and modules compiled
+// without holding the lock that Ready, Modules and Close take: whatever a
+// file does, health, metrics, the UI and shutdown keep answering.
 func (h *Host) Scan(ctx context.Context) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.scanMu.Lock()
+	defer h.scanMu.Unlock()
 	// Even a failed first scan ends the wait for it: its error is logged,
 	// and waiting longer would not make the directory readable.
 	defer h.markLoaded()
-	if h.closed || h.opts.Dir == "" {
+	if h.isClosed() || h.opts.Dir == "" {
 		return
 	}
 	entries, err := os.ReadDir(h.opts.Dir)
@@ -60,6 +62,11 @@ func (h *Host) Scan(ctx context.Context) {
 	seen := map[string]bool{}
 	var retired []*module // released after publish, so Lookup never returns a closed module
 	changed := false
+	defer func() {
+		for _, m := range retired {
+			m.release() // closes it once the calls already running return
+		}
+	}()
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".wasm") || strings.HasPrefix(name, ".") || e.IsDir() {
@@ -67,12 +74,27 @@ func (h *Host) Scan(ctx context.Context) {
 		}
 		path := filepath.Join(h.opts.Dir, name)
 		seen[path] = true
-		ok, old := h.scanFile(ctx, path)
+		// Only this goroutine (scanMu) writes h.files: reading it
+		// unlocked is safe, and the new state is committed under mu.
+		f, ok, old := h.scanFile(ctx, path, h.files[path])
+		h.mu.Lock()
+		closed := h.closed
+		if !closed {
+			h.files[path] = f
+		}
+		h.mu.Unlock()
+		if closed {
+			if ok {
+				retired = append(retired, f.mod)
+			}
+			return
+		}
 		changed = changed || ok
 		if old != nil {
 			retired = append(retired, old)
 		}
 	}
+	h.mu.Lock()
 	for path, f := range h.files {
 		if seen[path] {
 			continue
@@ -84,29 +106,36 @@ func (h *Host) Scan(ctx context.Context) {
 			changed = true
 		}
 	}
-	if changed {
+	if changed && !h.closed {
 		h.publish()
 	}
-	for _, m := range retired {
-		m.release() // closes it once the calls already running return
-	}
+	h.mu.Unlock()
 	if changed && h.opts.OnChange != nil {
 		h.opts.OnChange()
 	}
 }
 
 // scanFile (re)loads path if its content (or, with TrustKeys, its
-// signature file) changed; it reports whether the serving set changed and
-// the module it replaced, for the caller to release after publishing.
-func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
-	f := h.files[path]
-	if f == nil {
-		f = &fileState{path: path}
-		h.files[path] = f
+// signature file) changed, working on a copy of prev (nil: a new file); it
+// returns the file's new state, whether the serving set changed and the
+// module it replaced, for the caller to commit, publish and release.
+func (h *Host) scanFile(ctx context.Context, path string, prev *fileState) (*fileState, bool, *module) {
+	f := &fileState{path: path}
+	if prev != nil {
+		*f = *prev
 	}
-	info, err := os.Stat(path)
+	info, err := h.statFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, false, nil // vanished between ReadDir and Stat: next scan removes it
+	}
 	if err != nil {
-		return false, nil // vanished between ReadDir and Stat: next scan removes it
+		// Not a regular file (a FIFO, a device, a symbolic link without
+		// FollowSymlinks): never opened, reported once per kind.
+		if f.err == nil || f.err.Error() != err.Error() {
+			h.fileFailed(f, "", "", err)
+		}
+		f.info, f.sha = nil, ""
+		return f, false, nil
 	}
 	trust := h.opts.TrustKeys
 	// The settings file is small (abi.MaxSettingsBytes): read on every
@@ -122,14 +151,14 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	// mtime tick cannot hide); sha256 decides below.
 	if sameSettled(f.info, info, f.settled) && (trust == nil || sameSettledOrBothMissing(f.sigInfo, sigInfo, f.sigSettled)) &&
 		set.sum == f.setSum {
-		return false, nil
+		return f, false, nil
 	}
 	f.info, f.settled = info, time.Since(info.ModTime()) > 2*time.Second
 	f.sigInfo, f.sigSettled = sigInfo, sigInfo != nil && time.Since(sigInfo.ModTime()) > 2*time.Second
-	wasm, err := readLimited(path, h.opts.MaxModuleBytes)
+	wasm, err := h.readLimited(path, h.opts.MaxModuleBytes)
 	if err != nil {
 		h.fileFailed(f, "", "", err)
-		return false, nil
+		return f, false, nil
 	}
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
@@ -137,11 +166,11 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	var sigErr error
 	sigSum := ""
 	if trust != nil {
-		sig, sigErr = readSignature(sigPath)
+		sig, sigErr = h.readSignature(sigPath)
 		sigSum = digestOrState(sig, sigErr)
 	}
 	if sha == f.sha && sigSum == f.sigSum && set.sum == f.setSum {
-		return false, nil
+		return f, false, nil
 	}
 	f.sha, f.sigSum, f.setSum = sha, sigSum, set.sum
 	signer := ""
@@ -159,11 +188,11 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 				claimed = r.KeyID
 			}
 			h.fileFailed(f, sha, claimed, err)
-			return false, nil
+			return f, false, nil
 		}
 		if set.err != nil {
 			h.fileFailed(f, sha, set.claimed, set.err)
-			return false, nil
+			return f, false, nil
 		}
 		if f.mod != nil && f.mod.sha == sha && f.mod.settingsSHA == set.sha {
 			// The serving module, signed anew (a rotated key, say):
@@ -172,14 +201,14 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 				h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha, "key_id", signer)
 			}
 			f.signer, f.err, f.errSHA, f.errKey = signer, nil, "", ""
-			return false, nil
+			return f, false, nil
 		}
 	}
 	if set.err != nil {
 		h.fileFailed(f, sha, set.claimed, set.err)
-		return false, nil
+		return f, false, nil
 	}
-	m, _, err := h.r.loadWithSettings(ctx, wasm, set.data, path, h.log)
+	m, err := h.load(ctx, wasm, set.data, path)
 	if err == nil {
 		if set.data != nil {
 			m.settingsFile = set.path
@@ -191,7 +220,7 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 	}
 	if err != nil {
 		h.fileFailed(f, sha, signer, err)
-		return false, nil
+		return f, false, nil
 	}
 	old := f.mod
 	f.mod, f.signer, f.err, f.errSHA, f.errKey = m, signer, nil, "", ""
@@ -209,7 +238,20 @@ func (h *Host) scanFile(ctx context.Context, path string) (bool, *module) {
 		attrs = append(attrs, "overrides_builtin", true)
 	}
 	h.log.Info("strategy module loaded", attrs...)
-	return true, old
+	return f, true, old
+}
+
+// load compiles and checks a module of the directory unless the host is
+// closing: Close waits for a load in flight (CPU only, bounded by the
+// module's size and CallLimit), never for a file.
+func (h *Host) load(ctx context.Context, wasm, settings []byte, path string) (*module, error) {
+	h.loading.RLock()
+	defer h.loading.RUnlock()
+	if h.isClosed() {
+		return nil, errors.New("plugins: host closed")
+	}
+	m, _, err := h.r.loadWithSettings(ctx, wasm, settings, path, h.log)
+	return m, err
 }
 
 // settingsFile is a module's settings document as one scan read it.
@@ -235,7 +277,7 @@ func SettingsPath(path string) string { return strings.TrimSuffix(path, ".wasm")
 // settings steer the module's decisions as much as its code does).
 func (h *Host) readSettings(path string) settingsFile {
 	s := settingsFile{path: SettingsPath(path), sum: "none"}
-	data, err := readLimitedBytes(s.path, abi.MaxSettingsBytes)
+	data, err := readLimitedBytes(s.path, abi.MaxSettingsBytes, h.opts.FollowSymlinks)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return s
@@ -253,7 +295,7 @@ func (h *Host) readSettings(path string) settingsFile {
 		return s
 	}
 	if trust := h.opts.TrustKeys; trust != nil {
-		sig, sigErr := readSignature(s.path + signature.Suffix)
+		sig, sigErr := h.readSignature(s.path + signature.Suffix)
 		s.sum += " " + digestOrState(sig, sigErr)
 		if sigErr == nil {
 			s.signer, err = trust.Verify(sum, sig)
@@ -283,8 +325,8 @@ func sameSettledOrBothMissing(prev, cur os.FileInfo, settled bool) bool {
 
 // readSignature reads a module's signature file: nil, nil when there is
 // none.
-func readSignature(path string) ([]byte, error) {
-	b, err := readLimitedBytes(path, signature.MaxFileBytes)
+func (h *Host) readSignature(path string) ([]byte, error) {
+	b, err := readLimitedBytes(path, signature.MaxFileBytes, h.opts.FollowSymlinks)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -330,8 +372,8 @@ func (h *Host) owner(name, except string) string {
 	return ""
 }
 
-func readLimited(path string, max int64) ([]byte, error) {
-	b, err := readLimitedBytes(path, max)
+func (h *Host) readLimited(path string, max int64) ([]byte, error) {
+	b, err := readLimitedBytes(path, max, h.opts.FollowSymlinks)
 	if errors.Is(err, errTooLarge) {
 		return nil, fmt.Errorf("%w: %s is over the %d-byte limit", ErrInvalidModule, path, max)
 	}
@@ -341,14 +383,74 @@ func readLimited(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-var errTooLarge = errors.New("file too large")
+// statFile describes a module file of the directory, refusing anything but
+// a regular file (a symbolic link to one only with FollowSymlinks).
+func (h *Host) statFile(path string) (os.FileInfo, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode()&fs.ModeSymlink != 0 && h.opts.FollowSymlinks {
+		if info, err = os.Stat(path); err != nil {
+			return nil, err
+		}
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(path, info.Mode())
+	}
+	return info, nil
+}
 
-func readLimitedBytes(path string, max int64) ([]byte, error) {
-	fh, err := os.Open(path)
+var (
+	errTooLarge   = errors.New("file too large")
+	errNotRegular = errors.New("not a regular file")
+)
+
+func notRegular(path string, mode fs.FileMode) error {
+	kind := "a " + strings.TrimPrefix(mode.Type().String(), "-")
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		kind = "a symbolic link (followed only with --plugin-follow-symlinks)"
+	case mode&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case mode&fs.ModeDevice != 0:
+		kind = "a device"
+	case mode&fs.ModeSocket != 0:
+		kind = "a socket"
+	case mode.IsDir():
+		kind = "a directory"
+	}
+	return fmt.Errorf("%w: %s: %w: it is %s", ErrInvalidModule, path, errNotRegular, kind)
+}
+
+// readLimitedBytes reads a regular file of at most max bytes. It opens
+// non-blocking and without following a final symbolic link (unless
+// follow), then checks what it opened: a FIFO named like a module, a
+// settings or a signature file must not hang the scan, and a file swapped
+// for a link between a check and the open is refused too.
+func readLimitedBytes(path string, max int64, follow bool) ([]byte, error) {
+	if info, err := os.Lstat(path); err == nil && info.Mode()&fs.ModeSymlink != 0 && !follow {
+		return nil, notRegular(path, info.Mode())
+	}
+	flags := os.O_RDONLY | openNonblock
+	if !follow {
+		flags |= openNoFollow
+	}
+	fh, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, notRegular(path, info.Mode())
+	}
+	if info.Size() > max {
+		return nil, fmt.Errorf("%s: %w (%d bytes, over %d)", path, errTooLarge, info.Size(), max)
+	}
 	b, err := io.ReadAll(io.LimitReader(fh, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -237,13 +236,13 @@ func ReplayMain(ctx context.Context, modulePath string, history []byte, settings
 		fmt.Fprintf(stderr, "leasehold plugin replay: %v\n", err)
 		return cli.ExitFailure
 	}
-	wasm, err := os.ReadFile(modulePath)
+	wasm, err := readModuleFile(modulePath)
 	if err != nil {
 		return fail(err)
 	}
 	var settings []byte
 	if settingsPath != "" {
-		if settings, err = readLimitedBytes(settingsPath, abi.MaxSettingsBytes); err != nil {
+		if settings, err = readLimitedBytes(settingsPath, abi.MaxSettingsBytes, true); err != nil {
 			return fail(err)
 		}
 	}

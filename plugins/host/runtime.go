@@ -115,8 +115,13 @@ type callState struct {
 	output []byte
 	wrote  bool
 	max    int
+	copied int // bytes write_output copied in this call, all calls together
 	logger *guestLogger
 }
+
+// maxOutputCalls bounds what write_output copies in one call, as a
+// multiple of MaxOutputBytes: a guest may rewrite its answer a few times.
+const maxOutputCalls = 4
 
 type callKey struct{}
 
@@ -163,6 +168,12 @@ func (r *runner) instantiateHostModule(ctx context.Context) error {
 		}
 		if uint64(n) > uint64(st.max) {
 			panic(fmt.Errorf("write_output: %d bytes, more than the %d allowed", n, st.max))
+		}
+		// Each call replaces the output, so memory stays bounded; the
+		// copying is bounded too, so that a loop of calls cannot keep the
+		// host copying until the deadline.
+		if st.copied += int(n); st.copied > maxOutputCalls*st.max {
+			panic(fmt.Errorf("write_output: over %d bytes written in one call, all calls together", maxOutputCalls*st.max))
 		}
 		b, ok := m.Memory().Read(buf, n)
 		if !ok {

@@ -26,7 +26,14 @@ func openFile(path string, readOnly bool) (*bolt.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("boltdb: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: readOnly, Timeout: lockWait})
+	// The same walk Open makes: bbolt's Check panics in a goroutine of
+	// its own on some damage. Reading on the older meta page is allowed
+	// here (backup and export are how data is rescued); CheckFile reports
+	// that fallback itself.
+	if _, err := checkFile(path, true); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	db, err := openBolt(path, 0o600, &bolt.Options{ReadOnly: readOnly, Timeout: lockWait})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
@@ -77,6 +84,9 @@ func BackupFile(ctx context.Context, path string, w io.Writer) (int64, error) {
 // CheckFile validates the store at path: the format marker and bbolt's
 // page-level consistency check.
 func CheckFile(ctx context.Context, path string) error {
+	if _, err := checkFile(path, false); err != nil {
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
 	db, err := openFile(path, true)
 	if err != nil {
 		return err
@@ -106,10 +116,11 @@ func Restore(ctx context.Context, src, dst string) error {
 	if err := CheckFile(ctx, src); err != nil {
 		return fmt.Errorf("boltdb: restore: %w", err)
 	}
-	if _, err := os.Stat(dst); err == nil {
+	if _, err := checkFile(dst, true); err == nil {
 		// Hold the exclusive lock while swapping so a server cannot open
-		// the old file meanwhile.
-		db, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: lockWait})
+		// the old file meanwhile. A damaged dst, which no server opens
+		// either, is not opened: bbolt may crash on it.
+		db, err := openBolt(dst, 0o600, &bolt.Options{Timeout: lockWait})
 		if errors.Is(err, bolt.ErrTimeout) {
 			return fmt.Errorf("boltdb: restore: %w: %s", ErrLocked, dst)
 		}

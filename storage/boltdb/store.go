@@ -64,7 +64,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if fallback != "" {
 		opts.Logger.WarnContext(ctx, "Opening a damaged database on its older meta page, as --accept-meta-fallback asks", "detail", fallback)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, err := openBolt(path, 0o600, &bolt.Options{
 		Timeout:         opts.OpenTimeout,
 		NoFreelistSync:  true,
 		FreelistType:    bolt.FreelistMapType,

@@ -215,3 +215,13 @@ var ErrMethodNotAllowed = errMethodNotAllowed
 func (h *Handler) TooLarge() error {
 	return tooLarge(h.maxBody)
 }
+
+// UnsupportedMediaType is the 415 a request body of a type the API does
+// not read gets: negotiation's for a create or an update, the router's
+// for a patch.
+func (h *Handler) UnsupportedMediaType(method string) error {
+	if method == http.MethodPatch {
+		return errPatchMediaType
+	}
+	return unsupportedMediaType(h.mediaTypes)
+}

@@ -82,6 +82,10 @@ func TestE2EPluginReplay(t *testing.T) {
 		t.Fatalf("replay of the built-in module: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("replay of the built-in:\n%s", out)
+	// The saved history holds every decision's input: its owner's only.
+	if st, err := os.Stat(saved); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("saved history: %v, mode %v, want 0600", err, st.Mode().Perm())
+	}
 
 	// The newest-binary strategy would have chosen kcm-new: shown per
 	// decision, from the server (--all) and from the saved file alike.

@@ -1,31 +1,23 @@
 package ui
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/engine/history"
-	"github.com/leasehold/leasehold/web/apiserver"
 )
 
 // Operator actions. The page does each one through the Kubernetes API with
 // the user's own token, exactly as kubectl would (a merge patch or a
-// DELETE), so it meets the same authorization. Then it asks the server to
-// record it here, in the lease's decision history, with the name the
-// request was authenticated as: the audit trail names who did it, not what
-// the page claims. The server records only what the lease shows to have
-// happened, and only for a user allowed the action itself (the web filter
-// authorizes this endpoint as the action's verb on the lease).
+// DELETE), so it meets the same authorization. The server records the
+// action in the lease's decision history as it performs the write
+// (leasewrites.go), with the name the request was authenticated as and
+// the lease as the server saw it before and after: no client assertion
+// goes into a record. The page then asks for the record of its action at
+// the action endpoint, which answers 409 when the server performed no
+// such write for this user on this lease.
 const (
 	ActionRelease  = "release"  // force release: clear spec.holderIdentity
 	ActionStepDown = "stepdown" // ask the holder to step down (AnnotationStepDown)
@@ -69,32 +61,25 @@ func ActionPath(p string) (namespace, name, action string, ok bool) {
 	return "", "", "", false
 }
 
-// ActionRecord is the body of an action's record: what the page saw before
-// it acted (Holder, UID) and the hand-over's target.
+// ActionRecord is the body the page sends with its claim. It is no longer
+// trusted: the record holds what the server saw. Kept so that older pages
+// still decode.
 type ActionRecord struct {
-	// Holder is the holder before the action, as the page showed it.
 	Holder string `json:"holder,omitempty"`
-	// Target is the candidate a hand-over names.
 	Target string `json:"target,omitempty"`
-	// UID is the deleted lease's uid: a lease of the same name created
-	// since is not the one deleted.
-	UID string `json:"uid,omitempty"`
+	UID    string `json:"uid,omitempty"`
 }
 
-// reacquireWindow is how recent an acquireTime must be for a released
-// holder found holding the lease again to count as having re-acquired it.
-const reacquireWindow = 30 * time.Second
-
-// errNotDone is a record of an action the lease does not show.
-var errNotDone = errors.New("the lease does not show this action")
-
+// serveAction answers the page's request for the record of its action:
+// 201 with the record the server wrote when it performed the write, 409
+// when it performed none (for this user, lease and action, in the last
+// observedTTL).
 func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) {
 	if err := leaseNameError(ns, name); err != nil {
 		h.writeError(rc, fasthttp.StatusNotFound, err)
 		return
 	}
-	rec := h.opts.Sources.Decisions
-	if h.opts.Engine == nil || rec == nil {
+	if h.opts.Engine == nil || h.opts.Sources.Decisions == nil {
 		h.writeError(rc, fasthttp.StatusNotImplemented, errors.New("this server keeps no decision history"))
 		return
 	}
@@ -103,106 +88,16 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 		h.writeError(rc, fasthttp.StatusBadRequest, fmt.Errorf("decoding the action: %w", err))
 		return
 	}
-	in.Holder, in.Target = clip(in.Holder), clip(in.Target)
 	if action == ActionHandOver && in.Target == "" {
 		h.writeError(rc, fasthttp.StatusBadRequest, errors.New("a hand-over needs a target"))
 		return
 	}
-	if action == ActionStepDown && in.Holder == "" {
-		h.writeError(rc, fasthttp.StatusBadRequest, errors.New("a step-down needs the holder"))
+	who := actor(rc)
+	d, ok := h.writes.take(observedKey(who, ns, name, action))
+	if !ok {
+		h.writeError(rc, fasthttp.StatusConflict, fmt.Errorf("the server performed no %s of lease %s/%s by %s: only a write it performed is recorded", action, ns, name, who))
 		return
 	}
-	strategy, err := h.checkDone(rc, ns, name, action, in)
-	if errors.Is(err, errNotDone) {
-		h.writeError(rc, fasthttp.StatusConflict, err)
-		return
-	}
-	if err != nil {
-		h.writeError(rc, fasthttp.StatusInternalServerError, err)
-		return
-	}
-	user := apiserver.Requester(rc).Name
-	d := history.DecisionRecord{
-		Time: time.Now(), Trigger: OperatorTrigger, Strategy: strategy, Holder: in.Holder, Chosen: in.Target,
-		Action: action, Reason: operatorReason(user, action, in), Outcome: "ok",
-		Module: history.DecisionModule{Name: "operator " + user},
-	}
-	if err := rec.RecordDecision(rc, ns, name, d, 0); err != nil {
-		h.log.Warn("Recording an operator action failed", "namespace", ns, "lease", name, "action", action, "user", user, "err", err)
-		h.writeError(rc, fasthttp.StatusInternalServerError, err)
-		return
-	}
-	h.log.Info("Operator action", "namespace", ns, "lease", name, "action", action, "user", user, "target", in.Target)
 	rc.SetStatusCode(fasthttp.StatusCreated)
 	h.writeJSON(rc, d)
-}
-
-func operatorReason(user, action string, in ActionRecord) string {
-	switch action {
-	case ActionRelease:
-		return fmt.Sprintf("%s force-released the lease from the web UI", user)
-	case ActionStepDown:
-		return fmt.Sprintf("%s asked %s to step down from the web UI", user, in.Holder)
-	case ActionHandOver:
-		return fmt.Sprintf("%s handed the lease over to %s from the web UI", user, in.Target)
-	}
-	return fmt.Sprintf("%s deleted the lease from the web UI", user)
-}
-
-// checkDone reports whether the lease shows the action done (errNotDone
-// if not) and returns its strategy. A hand-over counts as done while the
-// target is preferred or already holds the lease: the controller may
-// have completed it before the record arrives.
-func (h *Handler) checkDone(ctx context.Context, ns, name, action string, in ActionRecord) (string, error) {
-	res, ok := h.opts.Engine.ResourceFor(engine.GroupName, "v1", "leases")
-	if !ok {
-		return "", errors.New("the engine serves no leases v1")
-	}
-	obj, err := h.opts.Engine.Get(ctx, engine.Scope{Resource: res, Version: "v1", Namespace: ns, UserAgent: "leasehold-ui"}, name, &metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if action == ActionDelete {
-			return "", nil
-		}
-		return "", fmt.Errorf("%w: lease %s/%s does not exist", errNotDone, ns, name)
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading lease %s/%s: %w", ns, name, err)
-	}
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
-		return "", fmt.Errorf("reading lease %s/%s: unexpected %T", ns, name, obj)
-	}
-	strategy := ""
-	if l.Spec.Strategy != nil {
-		strategy = string(*l.Spec.Strategy)
-	}
-	holder, preferred := holderOf(l), ""
-	if l.Spec.PreferredHolder != nil {
-		preferred = *l.Spec.PreferredHolder
-	}
-	switch action {
-	case ActionDelete:
-		if in.UID == "" || string(l.UID) == in.UID {
-			return "", fmt.Errorf("%w: lease %s/%s still exists", errNotDone, ns, name)
-		}
-	case ActionRelease:
-		// The holder may already be elected again (a coordinated lease)
-		// or have re-acquired it: what counts is that the one released
-		// lost it at some point, so only "still the same tenure" refuses.
-		if holder != "" && holder == in.Holder && l.Spec.AcquireTime != nil && time.Since(l.Spec.AcquireTime.Time) > reacquireWindow {
-			return "", fmt.Errorf("%w: %s still holds lease %s/%s", errNotDone, holder, ns, name)
-		}
-	case ActionStepDown:
-		// Done while the request stands, or once the holder has gone (it
-		// may have stepped down, clearing the annotation, before this
-		// record arrives) or came back for a new term.
-		if holder == in.Holder && l.Annotations[AnnotationStepDown] != in.Holder && l.Spec.AcquireTime != nil && time.Since(l.Spec.AcquireTime.Time) > reacquireWindow {
-			return "", fmt.Errorf("%w: lease %s/%s does not ask %s to step down", errNotDone, ns, name, holder)
-		}
-	case ActionHandOver:
-		if preferred != in.Target && holder != in.Target {
-			return "", fmt.Errorf("%w: lease %s/%s neither prefers nor is held by %s", errNotDone, ns, name, in.Target)
-		}
-	}
-	return strategy, nil
 }

@@ -243,3 +243,37 @@ func TestActionRecordChecksTheLease(t *testing.T) {
 		t.Errorf("records of actions not done: %v %+v", err, recs)
 	}
 }
+
+// TestActionRecordsCannotBeForged: the hostile review had the record
+// endpoint write "deleted the lease" for a live lease (any other uid
+// given) and "released" naming a holder who never held it. Records are
+// now written by the server as it performs the write, from the lease it
+// saw; the endpoint only hands back what was recorded.
+func TestActionRecordsCannotBeForged(t *testing.T) {
+	t.Parallel()
+	e := startAuthEnv(t)
+	seedCoordinated(t, e)
+	base := "/ui/api/v1/namespaces/edge/leases/gateway/actions/"
+	e.request(t, "POST", base+"delete", map[string]any{"uid": "not-the-lease-uid"}, http.StatusConflict)
+	e.request(t, "POST", base+"release", map[string]any{"holder": "never-held-it"}, http.StatusConflict)
+	e.request(t, "POST", base+"handover", map[string]any{"holder": "gw-2", "target": "gw-1"}, http.StatusConflict)
+	if recs, err := e.hist.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {
+		t.Fatalf("forged records: %v %+v", err, recs)
+	}
+	// A release done with kubectl (no page involved) is recorded by the
+	// server, with the holder it saw; the page's claim changes nothing.
+	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", map[string]any{"spec": map[string]any{"holderIdentity": nil}}, http.StatusOK)
+	recs, err := e.hist.Decisions(context.Background(), "edge", "gateway")
+	if err != nil || len(recs) != 1 || recs[0].Action != "release" || recs[0].Holder != "gw-2" || recs[0].Reason != "alice released the lease through the API" {
+		t.Fatalf("records after a release: %v %+v", err, recs)
+	}
+	got := string(e.request(t, "POST", base+"release", map[string]any{"holder": "never-held-it"}, http.StatusCreated))
+	if !strings.Contains(got, `"holder":"gw-2"`) || strings.Contains(got, "never-held-it") {
+		t.Fatalf("claimed record: %s", got)
+	}
+	// Claimed once; and bob, who did nothing, has nothing to claim.
+	e.request(t, "POST", base+"release", map[string]any{}, http.StatusConflict)
+	if recs, _ := e.hist.Decisions(context.Background(), "edge", "gateway"); len(recs) != 1 {
+		t.Fatalf("records: %+v", recs)
+	}
+}

@@ -42,6 +42,9 @@ type Handler struct {
 	log     *slog.Logger
 	assets  *assets
 	holders *holderTracker
+	// writes are the operator actions the server recorded as it performed
+	// them (leasewrites.go), for the page that did one to claim.
+	writes writeLog
 	// watching makes WatchHolders run once, however often it is called.
 	watching atomic.Bool
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -98,7 +99,7 @@ func pluginReplayCommand(ctx context.Context, replay Replayer, args []string, st
 	}
 	var history []byte
 	if *from != "" {
-		if history, err = os.ReadFile(*from); err != nil {
+		if history, err = readHistoryFile(*from); err != nil {
 			return fail(err)
 		}
 	} else {
@@ -110,7 +111,7 @@ func pluginReplayCommand(ctx context.Context, replay Replayer, args []string, st
 			return fail(fmt.Errorf("%s: %w", cl.Server(), err))
 		}
 		if *save != "" {
-			if err := os.WriteFile(*save, history, 0o644); err != nil {
+			if err := saveHistoryFile(*save, history); err != nil {
 				return fail(err)
 			}
 			fmt.Fprintf(stderr, "leasehold plugin replay: saved the history to %s\n", *save)
@@ -120,6 +121,56 @@ func pluginReplayCommand(ctx context.Context, replay Replayer, args []string, st
 		return cli.ExitOK
 	}
 	return replay(ctx, module, history, *settings, *output, stdout, stderr)
+}
+
+// maxHistoryFileBytes bounds what --from reads: far over what a server
+// keeps (DefaultDecisionHistory records of up to a few hundred kB each,
+// per lease), far under what would hurt the machine running the replay.
+const maxHistoryFileBytes = 256 << 20
+
+// readHistoryFile reads a file --save wrote, refusing one over
+// maxHistoryFileBytes before reading it.
+func readHistoryFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > maxHistoryFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte limit of a decision history", path, st.Size(), maxHistoryFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxHistoryFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxHistoryFileBytes {
+		return nil, fmt.Errorf("%s: over the %d-byte limit of a decision history", path, maxHistoryFileBytes)
+	}
+	return b, nil
+}
+
+// saveHistoryFile writes the history readable by its owner only (it holds
+// the inputs of every decision: holder identities, lease names, settings),
+// through a temporary file renamed into place, so that an existing file's
+// wider mode is not kept either.
+func saveHistoryFile(path string, history []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
+	if err := tmp.Chmod(0o600); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(history); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // leaseDecisions is one lease's part of the saved history document:
