@@ -251,6 +251,7 @@ var allowedDirectDeps = map[string]bool{
 	"github.com/chromedp/chromedp":         true, // web/ui and web/e2e browser tests only
 	"github.com/chromedp/cdproto":          true, // web/ui and web/e2e browser tests only
 	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog
+	"google.golang.org/grpc":               true, // storage/etcd: the etcd client's gRPC error codes (failover)
 	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
 	"github.com/prometheus/common":         true, // e2e tests only: Prometheus' own parser reads /metrics
 	"github.com/anishathalye/porcupine":    true, // e2e tests only: linearizability of a lease's history on a cluster

@@ -218,14 +218,14 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 			return err
 		case ctx.Err() != nil:
 			return err
+		case notApplied(err):
+			p.fell(e, err)
 		case healthy.Err() != nil || termChanged.Err() != nil:
 			// Ended by the pool: the endpoint fell sick, or a new term
 			// began.
 			if write {
 				return fmt.Errorf("%s: %w", e.url, errOutcomeUnknown)
 			}
-		case notApplied(err):
-			p.fell(e, err)
 		case write:
 			return fmt.Errorf("%s: %w: %w", e.url, errOutcomeUnknown, err)
 		}
