@@ -79,7 +79,7 @@ func uiGet(t *testing.T, ts *testServer, path string, v any) {
 }
 
 // pluginModule and decisionRecord decode the fields the tests read of the
-// UI's JSON (web/ui.Module, engine.DecisionRecord): the server is a black
+// UI's JSON (web/ui.Module, engine/history.DecisionRecord): the server is a black
 // box here.
 type pluginModule struct {
 	Name, SHA256, LastError string

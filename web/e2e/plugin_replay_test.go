@@ -17,7 +17,7 @@ import (
 )
 
 // settingsStatus and replayRecord decode what these tests read of the
-// UI's JSON (web/ui's module status, engine.DecisionRecord).
+// UI's JSON (web/ui's module status, engine/history.DecisionRecord).
 type settingsStatus struct {
 	Name, SettingsSHA256, SettingsFile string
 	Builtin, Active                    bool

@@ -14,10 +14,12 @@
 // this package (like the rest of web) never touches storage or plugins,
 // and each Lease's recent holder changes and timeline (tenures, expiries,
 // gaps), which the handler keeps itself by watching Leases through the
-// engine (WatchHolders; bounded, see holders.go and timeline.go) and stores
-// through it across restarts: the object names only its current holder.
-// Operator actions are written by the page through the Kubernetes API, then
-// recorded here with the authenticated user (actions.go).
+// engine (WatchHolders, on engine/listwatch; bounded, see holders.go and
+// timeline.go) and stores across restarts in Sources.Timelines: the object
+// names only its current holder. Operator actions are written by the page
+// through the Kubernetes API, then recorded with the authenticated user in
+// Sources.Decisions (actions.go). Both are engine/history's Store in the
+// server, handed over explicitly as the interfaces this package declares.
 //
 // Routes, all answered by Handler.Serve:
 //
