@@ -277,6 +277,7 @@ func TestE2EFirstSecondRun(t *testing.T) {
 // no module implements the strategy, and /readyz/election-controller
 // passes once it decides.
 func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel()
 	wasm, err := newestWasm()
 	if err != nil {
