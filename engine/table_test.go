@@ -98,7 +98,10 @@ func TestGetResourceVersion(t *testing.T) {
 	wantStatus(t, err, 500, "", `resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`)
 	_, err = env.e.Get(ctx, env.leases("default"), "g", &metav1.GetOptions{ResourceVersion: "99999999"})
 	wantStatus(t, err, 504, metav1.StatusReasonTimeout, "Timeout: Too large resource version: 99999999, current: "+l.ResourceVersion)
-	// A future RV reached while waiting is served.
+	// A future RV reached while waiting is served. The wait, not its
+	// length, is under test: a minute's wait holds the create below
+	// however loaded the machine (it failed at 100 ms under -race).
+	env.e.rvWait = time.Minute
 	go func() {
 		time.Sleep(20 * time.Millisecond)
 		env.mustCreate(t, "default", newLease("g2"))

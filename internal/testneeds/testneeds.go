@@ -103,10 +103,14 @@ func Clang(t testing.TB) string {
 
 // FindClang is Clang for code that builds once per test binary.
 func FindClang() (string, error) {
-	if _, err := Find("wasm-ld", "apt-get install -y clang lld"); err != nil {
+	clang, err := Find("clang", "apt-get install -y clang lld")
+	if err != nil {
 		return "", err
 	}
-	return Find("clang", "apt-get install -y clang lld")
+	if _, err := Find("wasm-ld", "apt-get install -y lld"); err != nil {
+		return "", err
+	}
+	return clang, nil
 }
 
 // Root ends the test unless it runs as root; why says what root is for

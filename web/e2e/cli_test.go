@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 func TestE2ECLIVersion(t *testing.T) {
@@ -243,6 +245,7 @@ func TestE2ECLILogFormat(t *testing.T) {
 // TestE2EServeStopsRightAfterStart stops the server the moment it reports
 // ready, as a SIGTERM during startup does: it must still exit promptly.
 func TestE2EServeStopsRightAfterStart(t *testing.T) {
+	testneeds.Slow(t, "starts and stops a server 20 times")
 	t.Parallel()
 	for i := range 20 {
 		dir := t.TempDir()

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // createLeases creates n leases named prefix-NNNN in namespace ns, with
@@ -92,6 +94,7 @@ var importTook = regexp.MustCompile(`Imported the single-device database.*took=(
 // old file is kept; resourceVersions move past the old ones, and a watch
 // from an old one ends with 410 so that the client relists.
 func TestClusterImportFromSingleDevice(t *testing.T) {
+	testneeds.Slow(t, "starts embedded etcd members and restarts them")
 	ctx := context.Background()
 	begin := time.Now()
 	dir := t.TempDir()
@@ -190,6 +193,7 @@ func TestClusterImportFromSingleDevice(t *testing.T) {
 // the snapshot and nothing later; a fresh device joins it with an emptied
 // data directory, and the restored cluster holds those two members only.
 func TestClusterBackupRestore(t *testing.T) {
+	testneeds.Slow(t, "starts embedded etcd members and restarts them")
 	ctx := context.Background()
 	begin := time.Now()
 	members := startCluster(t)

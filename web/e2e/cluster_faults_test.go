@@ -22,6 +22,8 @@ import (
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // The fault-injection suite: three members as real processes on loopback,
@@ -79,6 +81,7 @@ type leadStart struct {
 // history must be linearizable and the members must agree on the data; at
 // the end no two electors may have led at once.
 func TestClusterFaults(t *testing.T) {
+	testneeds.Slow(t, "the cluster fault suite")
 	t.Parallel()
 	c := newFaultCluster(t)
 

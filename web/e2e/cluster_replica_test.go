@@ -49,6 +49,7 @@ func startClusterReplica(t *testing.T, dataDir, listen, joinURL string) *testSer
 // controller), every log line at info is labelled, and "cluster remove"
 // without a quorum fails within seconds saying what to do.
 func TestClusterReplicaAndOperators(t *testing.T) {
+	testneeds.Slow(t, "a three-member embedded etcd cluster and a replica")
 	t.Parallel()
 	members := startCluster(t)
 	ctx := context.Background()

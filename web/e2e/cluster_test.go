@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // clusterMember is one "leasehold serve --cluster-init/--join" process.
@@ -176,6 +178,7 @@ func startClusterIn(t *testing.T, dataDirs []string) []*clusterMember {
 // answers writes with a 5xx Status within its request timeout and ends its
 // watches.
 func TestClusterFailover(t *testing.T) {
+	testneeds.Slow(t, "a three-member embedded etcd cluster through failovers")
 	t.Parallel()
 	members := startCluster(t)
 	ctx := context.Background()

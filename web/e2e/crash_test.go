@@ -19,6 +19,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/storage/boltdb"
 )
 
@@ -149,6 +150,7 @@ func decodeCrashLease(r io.Reader) (crashLease, bool) {
 // resourceVersion or a later one, with that value or a newer one), and the
 // bbolt file must pass an integrity check after every kill.
 func TestE2ECrashDurability(t *testing.T) {
+	testneeds.Slow(t, "SIGKILLs a server five times under thousands of writes")
 	t.Parallel()
 	dataDir := t.TempDir()
 	const writers = 8

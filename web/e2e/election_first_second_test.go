@@ -14,6 +14,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // The first second of a coordinated election (issue 20): three candidates
@@ -82,6 +84,7 @@ func killAndRestart(t *testing.T, ts *testServer, down time.Duration) (*testServ
 // TestE2EFirstSecondClientGo measures client-go's coordinated elector (4 s
 // leases, 0.5 s retry period) against the server's election controller.
 func TestE2EFirstSecondClientGo(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel() // mostly waiting on lease timers
 	ts := startServer(t)
 	const lease = "e2e-first-second"
@@ -156,6 +159,7 @@ func TestE2EFirstSecondClientGo(t *testing.T) {
 // TestE2EFirstSecondRun measures "leasehold run --candidate" the same way
 // (4 s leases, 3 s renew deadline, 0.5 s retry period).
 func TestE2EFirstSecondRun(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "child.sh")
@@ -273,6 +277,7 @@ func TestE2EFirstSecondRun(t *testing.T) {
 // no module implements the strategy, and /readyz/election-controller
 // passes once it decides.
 func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel()
 	wasm, err := newestWasm()
 	if err != nil {
@@ -319,6 +324,7 @@ func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
 // successful "grant" recorded from it) never started leading: its
 // confirming update lost the compare-and-swap.
 func TestE2EFirstSecondMoveRace(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel()
 	ts := startServer(t)
 	observer := clientset(t, restConfig(t, ts, wireJSON)).CoordinationV1().Leases("kube-system")

@@ -119,6 +119,7 @@ func leaseDecisions(t *testing.T, ts *testServer, lease string) []decisionRecord
 // it; the newest binary then leads, handed over through preferredHolder,
 // with the module's name and digest on the lease. No restart anywhere.
 func TestE2EElectionPluginsHotSwap(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1")
 	t.Parallel()    // mostly lease timers
 	go newestWasm() // overlap the slow build with the first election
 	plugins := t.TempDir()

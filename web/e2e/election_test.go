@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // Coordinated election timers: 4 s leases, as in the kube-apiserver
@@ -102,6 +104,7 @@ func startMember(t *testing.T, ts *testServer, lt *leaderTracker, lease, id, bin
 // one joins, the holder is asked to step down (preferredHolder) and the
 // newcomer gets the lease, never with two leaders at once.
 func TestE2ECoordinatedLeaderElection(t *testing.T) {
+	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel() // mostly waiting on lease timers
 	ts := startServer(t)
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/storage/boltdb"
 )
 
@@ -64,6 +65,7 @@ func send(t *testing.T, method, url, contentType string, body []byte) (int, stri
 // create, update, merge patch and apply: each answers kube-apiserver's 422
 // in well under two seconds, four at once included.
 func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
+	testneeds.Slow(t, "many large hostile requests")
 	ts := startServer(t)
 	createLease(t, ts.URL, "default", "target", "h")
 	leases := ts.URL + "/apis/coordination.k8s.io/v1/namespaces/default/leases"

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // Hostile reproducers of issue 19's watch and list findings, against the
@@ -147,7 +149,8 @@ func metricValue(t *testing.T, base, series string) float64 {
 // streams that encoded their whole backlog: 100 watches that never read
 // while 2,000 writes of 200 KB objects go by. The server's RSS must stay
 // under 300 MB (it went past 4 GB), GETs meanwhile must stay fast (p99
-// under 500 ms; a few ms on an idle machine), the lagging watches are
+// under 500 ms, a few ms on an idle machine, or 100 times the p99 before
+// the attack on a loaded one), the lagging watches are
 // closed with the metric and the log line, their streams end (freeing
 // their slots) though the clients never read, and once the connections
 // are gone no queued byte is left.
@@ -159,7 +162,11 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 		objectSize = 200 << 10
 		rssBoundMB = 300
 		getP99     = 500 * time.Millisecond
+		// getP99Factor times the GET's p99 before the attack, when that
+		// is more than getP99 (a loaded machine).
+		getP99Factor = 100
 	)
+	testneeds.Slow(t, "2,000 writes of 200 KB past 100 watches (a minute or two)")
 	ts := startServer(t)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: writers + 1}}
 	createLease(t, ts.URL, "default", "probe", "p")
@@ -182,6 +189,23 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 		_ = c.(*net.TCPConn).SetReadBuffer(4096)
 		conns = append(conns, c)
 	}
+	// The same GET before the attack: the bound on its p99 during the
+	// attack scales with what this machine gives now (loaded by other
+	// work, it is slower for both), so that only starvation fails.
+	var base []time.Duration
+	for range 100 {
+		start := time.Now()
+		resp, err := client.Get(ts.URL + leasesURL + "/probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		base = append(base, time.Since(start))
+	}
+	slices.Sort(base)
+	bound := max(getP99, getP99Factor*base[len(base)*99/100])
+
 	rss := sampleRSS(t, ts.Pid())
 	before := int64(statusKB(t, ts.Pid(), "VmRSS") >> 10)
 
@@ -239,8 +263,8 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 	if peak > rssBoundMB {
 		t.Errorf("peak VmRSS %d MB, bound %d MB", peak, rssBoundMB)
 	}
-	if p99 > getP99 {
-		t.Errorf("GET p99 %v during the attack, bound %v", p99, getP99)
+	if p99 > bound {
+		t.Errorf("GET p99 %v during the attack, bound %v (%d times the %v before it, at least %v)", p99, bound, getP99Factor, base[len(base)*99/100], getP99)
 	}
 	if closed < 1 {
 		t.Error("no watch was closed as lagging")
@@ -274,6 +298,7 @@ func TestE2EHostileWatchesNonReadingBounded(t *testing.T) {
 // tree of the whole document took about 1 GB for each), and still be
 // the LeaseList's YAML.
 func TestE2EHostileYAMLListBounded(t *testing.T) {
+	testneeds.Slow(t, "lists of thousands of large objects")
 	const (
 		leases    = 4000
 		growthMB  = 300

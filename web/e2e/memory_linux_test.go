@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // statusKB reads one "kB" line (RssAnon, RssFile, ...) of a process's
@@ -41,6 +43,7 @@ func statusKB(t *testing.T, pid int, field string) int {
 // heap and unmaps its executable's start-up pages within a few seconds,
 // and answers the next request as before.
 func TestE2EIdleServerReleasesMemory(t *testing.T) {
+	testneeds.Slow(t, "waits for an idle server to release memory")
 	ts := startServer(t)
 	for i := range 200 {
 		createLease(t, ts.URL, "default", fmt.Sprintf("idle-%03d", i), "holder")

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // createLease creates a Lease over plain HTTP.
@@ -207,6 +209,7 @@ func TestE2EOpsShutdown(t *testing.T) {
 // directory, serves it, and compacts it offline. It also runs the
 // healthcheck command against running and stopped servers.
 func TestE2EOpsBackupRestore(t *testing.T) {
+	testneeds.Slow(t, "backs up, restores and restarts servers")
 	t.Parallel()
 	ts := startServer(t)
 	createLease(t, ts.URL, "default", "keep-me", "device-1")

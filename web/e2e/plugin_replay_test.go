@@ -14,6 +14,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // settingsStatus and replayRecord decode what these tests read of the
@@ -43,6 +45,7 @@ type replayRecord struct {
 // annotation and in the decision records with the settings themselves,
 // and editing the file hot-reloads the module under the new digest.
 func TestE2EPluginReplay(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1")
 	t.Parallel()    // mostly lease timers
 	go newestWasm() // overlap the slow build with the first election
 	root, err := moduleRoot()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // signedModule is the fields of a module status these tests read.
@@ -37,6 +39,7 @@ func moduleByFile(t *testing.T, ts *testServer, file string) (signedModule, bool
 // logged once with its reason, while elections go on with the previous
 // good version; "leasehold plugin list" shows every state.
 func TestE2EPluginSigning(t *testing.T) {
+	testneeds.Slow(t, "builds a Go guest for wasip1")
 	t.Parallel()    // mostly lease timers and polls
 	go newestWasm() // overlap the slow build with key generation and start-up
 	keys, plugins := t.TempDir(), t.TempDir()

@@ -19,6 +19,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // Timers of the "leasehold run" tests: 3 s leases, so that the suite stays
@@ -56,6 +58,7 @@ done
 // TestE2ERun runs the leasehold binary's "run" and "leader" commands as
 // separate processes against real servers.
 func TestE2ERun(t *testing.T) {
+	testneeds.Slow(t, "lease failovers of leasehold run with real lease durations")
 	dir := t.TempDir()
 	bin := leaseholdBinary(t)
 	script := filepath.Join(dir, "child.sh")

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/pki"
 )
 
@@ -190,6 +191,7 @@ func compact(t *testing.T, body string) string {
 // loopback: no authenticator or plain HTTP is refused with a message naming
 // the fix and the override.
 func TestE2ESecurityRefusesInsecureNetwork(t *testing.T) {
+	testneeds.Slow(t, "starts a server per refused configuration")
 	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
