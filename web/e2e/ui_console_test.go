@@ -115,7 +115,7 @@ func TestE2EUIConsole(t *testing.T) {
 	k := newKubectl(t, ts)
 	k.ok("patch", "lease", "-n", "default", "app", "--type=merge", "-p", `{"spec":{"holderIdentity":null}}`)
 	code, body := uiRequest(t, "POST", ts.URL+"/ui/api/v1/namespaces/default/leases/app/actions/release", "application/json", map[string]any{"holder": "node-b"})
-	if code != http.StatusCreated || !strings.Contains(string(body), `"reason":"system:anonymous@127.0.0.1 released the lease through the API"`) {
+	if code != http.StatusCreated || !strings.Contains(string(body), `"reason":"system:anonymous@127.0.0.1 force-released the lease through the API"`) {
 		t.Errorf("recording the release: %d %s", code, body)
 	}
 	c := waitConsoleTimeline(t, ts.URL, "node-a:changed node-b:released")

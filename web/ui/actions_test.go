@@ -236,7 +236,7 @@ func TestActionRecordChecksTheLease(t *testing.T) {
 	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/release", map[string]any{"holder": "gw-9"}, http.StatusConflict)
 	// Nor asked to step down: the lease carries no such request.
 	e.request(t, "POST", "/ui/api/v1/namespaces/edge/leases/old/actions/stepdown", map[string]any{"holder": "gw-9"}, http.StatusConflict)
-	e.request(t, "POST", base+"stepdown", map[string]any{}, http.StatusBadRequest)
+	e.request(t, "POST", base+"stepdown", map[string]any{}, http.StatusConflict) // no step-down was written
 	e.request(t, "POST", base+"handover", map[string]any{}, http.StatusBadRequest)
 	e.request(t, "GET", base+"release", nil, http.StatusMethodNotAllowed)
 	if recs, err := e.hist.Decisions(context.Background(), "edge", "gateway"); err != nil || len(recs) != 0 {
@@ -264,7 +264,7 @@ func TestActionRecordsCannotBeForged(t *testing.T) {
 	// server, with the holder it saw; the page's claim changes nothing.
 	e.request(t, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/edge/leases/gateway", map[string]any{"spec": map[string]any{"holderIdentity": nil}}, http.StatusOK)
 	recs, err := e.hist.Decisions(context.Background(), "edge", "gateway")
-	if err != nil || len(recs) != 1 || recs[0].Action != "release" || recs[0].Holder != "gw-2" || recs[0].Reason != "alice released the lease through the API" {
+	if err != nil || len(recs) != 1 || recs[0].Action != "release" || recs[0].Holder != "gw-2" || recs[0].Reason != "alice force-released the lease through the API" {
 		t.Fatalf("records after a release: %v %+v", err, recs)
 	}
 	got := string(e.request(t, "POST", base+"release", map[string]any{"holder": "never-held-it"}, http.StatusCreated))
