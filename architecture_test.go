@@ -39,8 +39,11 @@ type layerRule struct {
 // serverPackages are web's server side, clientPackages its client side.
 // web/kubeconfig is a leaf both sides may use; storage/cluster/clusterapi
 // is the cluster's wire contract, which the server, its clients and the
-// member share. cli, datadir and pki sit outside the four layers as leaves
-// any of them may use. Their own rules keep them leaves.
+// member share. internal/ holds the leaves that sit outside the four
+// layers, which any of them may use (the top level is otherwise the design
+// card's: main.go, engine, storage, plugins, web): internal/cli,
+// internal/datadir and internal/pki, and the test-only internal/testneeds.
+// Their own rules keep them leaves, each apart from the others.
 var (
 	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/sdnotify/..."}
 	clientPackages = []string{"web/client/..."}
@@ -70,17 +73,17 @@ var layerRules = []layerRule{
 		why: "the server does not depend on client tools; what both need (the kubeconfig renderer) is a shared leaf"},
 	{pkgs: clientPackages, deny: append([]string{"engine/...", "storage/...", "plugins/..."}, serverPackages...), allow: []string{"storage/cluster/clusterapi"},
 		why: "client tools talk to a server over the wire as any Kubernetes client would; sharing the server's internals would hide wire incompatibilities"},
-	{pkgs: []string{"cli"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/..."},
+	{pkgs: []string{"internal/cli"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/datadir", "internal/pki", "internal/testneeds"},
 		why: "the flag helper is shared by commands on every layer, so it must be a leaf: standard library only"},
-	{pkgs: []string{"datadir"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "cli"},
+	{pkgs: []string{"internal/datadir"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/pki", "internal/testneeds"},
 		why: "the data directory's layout is read by the server, its storage, the cluster member and the offline commands and clients, so it must be a leaf: standard library only"},
 	{pkgs: []string{"web/kubeconfig"}, deny: []string{"web/...", "engine/...", "storage/...", "plugins/...", "k8s.io/", "github.com/"},
 		allow: []string{"web/kubeconfig"},
 		why:   "the kubeconfig renderer is shared by the server (which writes one at start) and the clients, so it must be a leaf"},
-	{pkgs: []string{"storage/cluster/clusterapi"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "datadir", "pki", "cli"},
+	{pkgs: []string{"storage/cluster/clusterapi"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/..."},
 		allow: []string{"storage/cluster/clusterapi"},
 		why:   "the cluster's wire contract (join handshake, status, errors) is shared by the member, the joiner, the web server and \"leasehold cluster\", which must agree on every byte, so it must be a leaf: standard library only"},
-	{pkgs: []string{"pki"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "datadir", "cli"},
+	{pkgs: []string{"internal/pki"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/datadir", "internal/testneeds"},
 		why: "certificates are issued by the web server (--tls-auto) and by the cluster's CA (storage/cluster), so the issuer must be a leaf: standard library crypto only"},
 	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},
 		why: "client-go and chromedp are for tests only; the server binary stays small (Prometheus' client and parser come in with the embedded etcd server, which registers its metrics with them)"},
@@ -296,5 +299,25 @@ func TestDirectDependencies(t *testing.T) {
 	}
 	if direct == 0 {
 		t.Fatal("found no direct requirements in go.mod")
+	}
+}
+
+// TestTopLevel keeps the tree's top level to the design card's: the
+// command's files, the four layers, internal/ for the leaves outside them,
+// and the project's own directories (CI, docs, test data).
+func TestTopLevel(t *testing.T) {
+	allowedDirs := map[string]bool{"engine": true, "storage": true, "plugins": true, "web": true, "internal": true,
+		".ci": true, "docs": true, "testdata": true}
+	out, err := exec.Command("git", "ls-files").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		dir, _, nested := strings.Cut(f, "/")
+		if nested && !allowedDirs[dir] && !seen[dir] {
+			seen[dir] = true
+			t.Errorf("top-level directory %s/ is not one of the design card's (engine, storage, plugins, web; internal/ for leaves outside the layers; .ci, docs, testdata)", dir)
+		}
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"net"
 	"strings"
 
-	"github.com/leasehold/leasehold/cli"
-	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/web/security"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // TestPluginTrustKeysFlag: the flag takes a comma-separated list of files.

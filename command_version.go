@@ -8,7 +8,7 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // Version is leasehold's own version, set at build time with

@@ -23,8 +23,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/leasehold/leasehold/cli"
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/boltdb/dbcmd"
 	"github.com/leasehold/leasehold/web/client/bench"

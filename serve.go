@@ -16,10 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasehold/leasehold/datadir"
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/plugins/signature"

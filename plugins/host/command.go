@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 

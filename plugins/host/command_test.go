@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/signature"
 )
 

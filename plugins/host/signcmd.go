@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/plugins/signature"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"

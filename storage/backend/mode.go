@@ -6,7 +6,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // Mode is which storage a server runs, resolved once from the flags and

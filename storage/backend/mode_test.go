@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // parsed is the storage configuration of serve's storage flags args.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/pki"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leasehold/leasehold/pki"
+	"github.com/leasehold/leasehold/internal/pki"
 )
 
 // testCA is a cluster CA, as Provision makes one.

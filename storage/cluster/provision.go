@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/datadir"
-	"github.com/leasehold/leasehold/pki"
+	"github.com/leasehold/leasehold/internal/datadir"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // TestNewMemberState: a member's client listener defaults to the port

@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // Staged is a snapshot StageRestore put in place.

@@ -10,7 +10,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // State is what a member needs to restart with its data directory alone:

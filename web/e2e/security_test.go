@@ -16,8 +16,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/testneeds"
-	"github.com/leasehold/leasehold/pki"
 )
 
 // secureServer is a loopback server with TLS (--tls-auto), tokens, client

@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leasehold/leasehold/pki"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 )

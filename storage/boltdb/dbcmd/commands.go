@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/leasehold/leasehold/cli"
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
 )

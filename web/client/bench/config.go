@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // Config is one load run.

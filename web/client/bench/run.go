@@ -16,7 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // Result is the report of one run; the JSON field names are stable for

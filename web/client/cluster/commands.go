@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leasehold/leasehold/cli"
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/client/lease"
 )

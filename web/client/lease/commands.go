@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/cli"
-	"github.com/leasehold/leasehold/datadir"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 )
 

@@ -1,6 +1,6 @@
 package run
 
-import "github.com/leasehold/leasehold/cli"
+import "github.com/leasehold/leasehold/internal/cli"
 
 // Command is "leasehold run".
 var Command = cli.Command{

@@ -10,7 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 

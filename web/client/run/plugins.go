@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // PluginListCommand is "leasehold plugin list": the strategy modules a

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/cli"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 
