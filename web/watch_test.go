@@ -189,7 +189,7 @@ func uiHolderWatch(t *testing.T) int {
 	for {
 		buf := make([]byte, 4<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
-		if strings.Contains(stacks, "web/ui.(*holderTracker).watch") && strings.Contains(stacks, "engine.(*eventQueue).pump") {
+		if strings.Contains(stacks, "engine/listwatch.Run") && strings.Contains(stacks, "engine.(*eventQueue).pump") {
 			return watchGoroutines()
 		}
 		if time.Now().After(deadline) {
