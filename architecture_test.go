@@ -40,7 +40,7 @@ type layerRule struct {
 // web/cli and web/kubeconfig are leaves both sides (and storage and plugins,
 // for web/cli) may use; their own rules keep them leaves.
 var (
-	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/pki/...", "web/sdnotify/..."}
+	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/pki/...", "web/sdnotify/...", "web/flowcontrol/..."}
 	clientPackages = []string{"web/client/..."}
 )
 
