@@ -76,7 +76,8 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	// Flow control (priority and fairness) admits the request before its
 	// body is read, so a queued request holds no body memory.
 	var ticket *flowcontrol.Ticket
-	streamed := false
+	streamed := false // a LIST's byte budget went to its response stream
+	watching := false // a watch's seats went to its stream, until its initial events are written
 	if !isHealthPath(info.Path) {
 		fr := flowRequest(rc, &info, &user)
 		t, err := s.flow.Admit(context.Background(), &fr)
@@ -86,7 +87,11 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			return
 		}
 		ticket = t
-		defer ticket.Done()
+		defer func() {
+			if !watching {
+				ticket.Done()
+			}
+		}()
 		// A LIST's byte budget is held until its response is written
 		// (holdListBytes), or given back here if it never got that far.
 		defer func() {
@@ -112,9 +117,14 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		ended := s.metrics.WatchStarted()
 		done := func() { release(); ended() }
 		apiserver.OnStreamEnd(rc, done)
+		if ticket != nil {
+			apiserver.OnInitialEvents(rc, ticket.Done)
+		}
 		s.route(rc)
 		if !rc.Response.IsBodyStream() {
 			done() // the watch failed before streaming
+		} else {
+			watching = true
 		}
 	default:
 		s.route(rc)
