@@ -80,7 +80,8 @@ const synopsis = "bench [flags]"
 const about = `Measures renewals/s, latency and the server's CPU per renewal under the lease
 renewal workload of client-go's LeaseLock (GET, then PUT with a new renewTime)
 over --leases leases from --clients concurrent clients, optionally with
-watchers, LeaseCandidate churn and a LIST timing (see docs/bench.sh).
+watchers, LeaseCandidate churn, a LIST timing (see docs/bench.sh), or a noisy
+neighbour beside the renewals (--noise; see docs/noisy.sh).
 
 Exit codes: 0 clean run; 1 errors or conflicts during the run; 2 usage error.`
 
