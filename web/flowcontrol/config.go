@@ -21,8 +21,8 @@ type Config struct {
 	// class; a class holds at most 16 times that.
 	QueueLengths [numClasses]int
 	// QueueWait is the longest a request waits for its seats before it
-	// is answered 429 (kube-apiserver waits up to a quarter of its
-	// 60-second request timeout; renewals cannot wait that long).
+	// is answered 429 (kube-apiserver's: a quarter of its 60-second
+	// request timeout).
 	QueueWait time.Duration
 	// ListBytes is the budget of LIST response bytes being built or
 	// written at once.
@@ -38,7 +38,7 @@ func DefaultConfig() Config {
 		TotalSeats:   400,
 		Shares:       [numClasses]int{LeaderElection: 40, Workload: 30, List: 15, UI: 5, Metrics: 5, Admin: 5},
 		QueueLengths: [numClasses]int{LeaderElection: 100, Workload: 50, List: 50, UI: 50, Metrics: 10, Admin: 10},
-		QueueWait:    10 * time.Second,
+		QueueWait:    15 * time.Second,
 		ListBytes:    DefaultListBytes,
 	}
 }
