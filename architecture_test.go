@@ -45,7 +45,7 @@ type layerRule struct {
 // internal/datadir and internal/pki, and the test-only internal/testneeds.
 // Their own rules keep them leaves, each apart from the others.
 var (
-	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/sdnotify/..."}
+	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/sdnotify/...", "web/flowcontrol/..."}
 	clientPackages = []string{"web/client/..."}
 )
 

@@ -154,7 +154,13 @@ func TestBodyIsNotReadBeforeAuthentication(t *testing.T) {
 // once the first request ends its bytes are free again.
 func TestBodyBudget(t *testing.T) {
 	const budget = 1 << 20
-	base := startServer(t, func(o *web.Options) { o.Limits.MaxBodyBytesInFlight = budget })
+	base := startServer(t, func(o *web.Options) {
+		o.Limits.MaxBodyBytesInFlight = budget
+		// Enough workload seats for both large writes at once (each takes
+		// a seat per 4 KiB), so that the body budget, not flow control,
+		// is what turns the second away.
+		o.Limits.MaxRequestsInflight = 4000
+	})
 	size := budget/2 + 1
 	body := `{"metadata":{"name":"big"}}` + strings.Repeat(" ", size) // whitespace is valid JSON
 	head := "POST /apis/coordination.k8s.io/v1/namespaces/default/leases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/web/flowcontrol"
 )
 
 // Fixed limits of the HTTP server.
@@ -23,10 +24,15 @@ const (
 // Limits bound what clients may hold at once. Zero fields get the
 // defaults in parentheses.
 type Limits struct {
-	// MaxRequestsInflight caps concurrent requests other than watches
-	// and health checks (400, kube-apiserver's --max-requests-inflight);
-	// beyond it requests get 429 with Retry-After, as upstream.
+	// MaxRequestsInflight is the seats of concurrent requests other than
+	// health checks (400, kube-apiserver's --max-requests-inflight),
+	// divided among the request classes of flow control by
+	// FlowControl.Shares; beyond a class's seats requests queue, and
+	// beyond its queues they get 429 with Retry-After.
 	MaxRequestsInflight int
+	// FlowControl sets the classes' shares and queues and the LIST byte
+	// budget (web/flowcontrol).
+	FlowControl flowcontrol.Config
 	// MaxWatchesPerClient caps the open watch streams of one client,
 	// identified by user name and remote IP (100).
 	MaxWatchesPerClient int
@@ -54,7 +60,8 @@ type Limits struct {
 // RegisterFlags adds the limit flags of "leasehold serve" to fs, with
 // the defaults above.
 func (l *Limits) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "concurrent non-watch requests before new ones get 429")
+	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "seats of concurrent requests, divided among the request classes by --flowcontrol-shares; beyond a class's seats requests queue")
+	l.FlowControl.RegisterFlags(fs)
 	fs.IntVar(&l.MaxWatchesPerClient, "max-watches-per-client", 100, "open watch streams per user and remote IP before new ones get 429")
 	fs.IntVar(&l.MaxWatchesPerUser, "max-watches-per-user", 1000, "open watch streams per user, across its addresses, before new ones get 429 (without authentication: of all clients)")
 	fs.IntVar(&l.WatchQueueBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "undelivered event `bytes` one watch may hold before it is closed as too slow (its client re-watches)")
@@ -75,11 +82,10 @@ func (l Limits) Validate() error {
 	if l.WatchQueueBytes > l.WatchQueueBytesTotal {
 		return errors.New("--watch-queue-bytes must not exceed --watch-queue-bytes-total")
 	}
-	return nil
+	return l.FlowControl.Validate()
 }
 
 type limiter struct {
-	inflight   chan struct{}
 	perClient  int
 	perUser    int
 	maxConns   int
@@ -89,9 +95,6 @@ type limiter struct {
 }
 
 func newLimiter(l Limits) *limiter {
-	if l.MaxRequestsInflight <= 0 {
-		l.MaxRequestsInflight = 400
-	}
 	if l.MaxWatchesPerClient <= 0 {
 		l.MaxWatchesPerClient = 100
 	}
@@ -102,7 +105,6 @@ func newLimiter(l Limits) *limiter {
 		l.MaxConnections = 10000
 	}
 	return &limiter{
-		inflight:   make(chan struct{}, l.MaxRequestsInflight),
 		perClient:  l.MaxWatchesPerClient,
 		perUser:    l.MaxWatchesPerUser,
 		maxConns:   l.MaxConnections,
@@ -110,18 +112,6 @@ func newLimiter(l Limits) *limiter {
 		watchesOf:  map[string]int{},
 	}
 }
-
-// acquire takes an in-flight slot without waiting.
-func (l *limiter) acquire() bool {
-	select {
-	case l.inflight <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (l *limiter) release() { <-l.inflight }
 
 // acquireWatch takes one of the watch slots of user at address ip
 // without waiting: one of the client's (user and IP) and one of the
@@ -151,7 +141,8 @@ func (l *limiter) acquireWatch(user, ip string) (func(), bool) {
 	}, true
 }
 
-// tooManyRequests is maxinflight.go's tooManyRequests: plain text 429.
+// tooManyRequests is maxinflight.go's tooManyRequests: plain text 429,
+// for the watch limits.
 func tooManyRequests(rc *fasthttp.RequestCtx) {
 	rc.Response.Header.Set("Retry-After", "1")
 	httpError(rc, "Too many requests, please try again later.", fasthttp.StatusTooManyRequests)

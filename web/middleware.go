@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -15,13 +16,15 @@ import (
 
 	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/flowcontrol"
 	"github.com/leasehold/leasehold/web/ui"
 )
 
 // serve is the root handler, kube-apiserver's filter chain in its order:
 // audit ID and cache control, panic recovery, authentication,
-// authorization, the in-flight and watch limits, then the endpoints; the
-// access log line and the request metrics are written last.
+// authorization, priority and fairness (web/flowcontrol; health checks
+// are exempt) and the watch limits, then the endpoints; the access log
+// line and the request metrics are written last.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	start := time.Now()
 	s.requests.Add(1)
@@ -78,7 +81,34 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	// Only now, authenticated and authorized, is the body read.
+	// Flow control (priority and fairness) admits the request before its
+	// body is read, so a queued request holds no body memory.
+	var ticket *flowcontrol.Ticket
+	streamed := false // a LIST's byte budget went to its response stream
+	watching := false // a watch's seats went to its stream, until its initial events are written
+	if !isHealthPath(info.Path) {
+		fr := flowRequest(rc, &info, &user)
+		t, err := s.flow.Admit(context.Background(), &fr)
+		if err != nil {
+			discardBody(rc, drainBytes)
+			s.tooManyRequests(rc, err)
+			return
+		}
+		ticket = t
+		defer func() {
+			if !watching {
+				ticket.Done()
+			}
+		}()
+		// A LIST's byte budget is held until its response is written
+		// (holdListBytes), or given back here if it never got that far.
+		defer func() {
+			if !streamed {
+				ticket.ReleaseBytes()
+			}
+		}()
+	}
+	// Only now, authenticated, authorized and admitted, is the body read.
 	held, err := s.readBody(rc)
 	defer s.bodies.give(held)
 	if err != nil {
@@ -95,23 +125,24 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		ended := s.metrics.WatchStarted()
 		done := func() { release(); ended() }
 		apiserver.OnStreamEnd(rc, done)
+		if ticket != nil {
+			apiserver.OnInitialEvents(rc, ticket.Done)
+		}
 		s.route(rc)
 		if !rc.Response.IsBodyStream() {
 			done() // the watch failed before streaming
+		} else {
+			watching = true
 		}
-	case public:
-		s.route(rc)
 	default:
-		if !s.limits.acquire() {
-			tooManyRequests(rc)
-			return
-		}
-		defer s.limits.release()
 		// Operator writes to a lease are recorded as the server performs
 		// them (ui/leasewrites.go).
 		recorded := s.ui.ObserveLeaseWrite(rc)
 		s.route(rc)
 		recorded()
+		if ticket != nil && ticket.HoldsBytes() {
+			streamed = holdListBytes(rc, ticket)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ func (s *Server) serveMetrics(rc *fasthttp.RequestCtx) {
 	defer cancel()
 	rc.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.WritePrometheus(ctx, rc)
+	s.flow.WritePrometheus(rc)
 }
 
 // serveBackup streams the database. The copy is taken in one read

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/auth"
+	"github.com/leasehold/leasehold/web/flowcontrol"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/ui"
 )
@@ -117,6 +118,7 @@ type Server struct {
 	backup       func(ctx context.Context, w io.Writer) (int64, error)
 	cluster      Cluster
 	limits       *limiter
+	flow         *flowcontrol.Controller
 	bodies       bodyBudget
 	// authFailures throttles the access lines of failed authentications.
 	authFailures failureThrottle
@@ -178,6 +180,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.ids = newAuditIDs()
 	s.limits = newLimiter(opts.Limits)
+	fc := opts.Limits.FlowControl
+	fc.TotalSeats = opts.Limits.MaxRequestsInflight
+	s.flow = flowcontrol.New(fc)
 	s.bodies.limit = int64(opts.Limits.MaxBodyBytesInFlight)
 	if s.bodies.limit <= 0 {
 		s.bodies.limit = DefaultMaxBodyBytesInFlight

@@ -19,12 +19,16 @@
 //
 // # Memory and group commit
 //
-// The whole current state lives in memory (a map plus a sorted key index
-// for prefix lists), loaded at Open, so Get and List never touch bbolt.
+// The whole current state lives in memory, loaded at Open, so Get and List
+// never touch bbolt. It is published as an immutable snapshot behind an
+// atomic pointer (snapshot.go): a persistent treap of the keys (index.go;
+// a write copies only the O(log n) nodes on its path) plus the revisions
+// and the history. Readers load the pointer and take no lock, so a slow
+// LIST never holds up a commit and a commit never holds up a Get.
 // A single writer goroutine drains a queue of write requests: each round
 // validates every compare-and-swap against memory (including earlier ops
 // of the same round), writes all accepted ops in one fsynced bbolt
-// transaction, and only then applies them to memory, records history,
+// transaction, and only then builds and publishes the next snapshot, records history,
 // fans events out to watchers and answers the callers. There is no batch
 // timer: an idle queue commits at once, a busy one amortises the fsync
 // over everything that queued up meanwhile (db.Batch is avoided because it

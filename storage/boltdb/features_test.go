@@ -88,9 +88,7 @@ func TestHistoryByteBound(t *testing.T) {
 	if kept := kv.ModRevision - crev; kept < 9 || kept > 10 {
 		t.Fatalf("%d events kept (compact %d, current %d), want 9-10", kept, crev, kv.ModRevision)
 	}
-	s.mu.RLock()
-	held, limit := s.hist.bytes, s.opts.HistoryMaxBytes
-	s.mu.RUnlock()
+	held, limit := s.snap.Load().hist.bytes, s.opts.HistoryMaxBytes
 	if held > limit || held <= 0 {
 		t.Fatalf("history holds %d bytes, limit %d", held, limit)
 	}
@@ -132,9 +130,7 @@ func TestHistoryExpiresWithoutWrites(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.mu.RLock()
-	held := s.hist.bytes
-	s.mu.RUnlock()
+	held := s.snap.Load().hist.bytes
 	if held != 0 {
 		t.Fatalf("empty history still accounts %d bytes", held)
 	}

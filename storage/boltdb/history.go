@@ -19,12 +19,20 @@ type histEvent struct {
 
 // history holds the events with revisions (compactRev, rev] in order. It is
 // a slice with a moving head so that trimming the front is O(1) amortised.
+// A history is copied by value into each snapshot and the backing array
+// is shared: the writer only appends beyond every published length and
+// never writes an element a published snapshot can see, so a trimmed
+// front is not cleared in place but left to the garbage collector when
+// the live tail moves to a new array.
 type history struct {
 	events []histEvent
 	head   int
 	// bytes estimates the memory the retained events hold (see
 	// eventBytes), for Options.HistoryMaxBytes.
 	bytes int64
+	// dead is what the trimmed events before head still hold, until
+	// the live tail moves.
+	dead int64
 }
 
 func (h *history) len() int { return len(h.events) - h.head }
@@ -55,25 +63,22 @@ func (h *history) push(e histEvent) {
 // dropFront forgets the n oldest events.
 func (h *history) dropFront(n int) {
 	for i := h.head; i < h.head+n; i++ {
-		h.bytes -= eventBytes(&h.events[i].ev)
+		b := eventBytes(&h.events[i].ev)
+		h.bytes -= b
+		h.dead += b
 	}
-	clear(h.events[h.head : h.head+n]) // release values for the GC
 	h.head += n
 	if h.head == len(h.events) {
-		h.events, h.head = h.events[:0], 0
+		*h = history{}
 		return
 	}
-	// Move the live tail down once the dead front dominates, so memory is
-	// bounded by about twice the retained events.
-	if h.head >= 1024 && h.head*2 >= len(h.events) {
-		n := copy(h.events, h.events[h.head:])
-		clear(h.events[n:])
-		h.events, h.head = h.events[:n], 0
+	// Move the live tail to a new array once the dead front dominates,
+	// in slots or in bytes, so memory is bounded by about twice the
+	// retained events (older snapshots still being read keep the old
+	// array until they finish).
+	if (h.head >= 1024 && h.head*2 >= len(h.events)) || h.dead > max(h.bytes, 1<<20) {
+		live := make([]histEvent, len(h.events)-h.head, max(16, 2*(len(h.events)-h.head)))
+		copy(live, h.events[h.head:])
+		h.events, h.head, h.dead = live, 0, 0
 	}
-}
-
-// reset forgets everything.
-func (h *history) reset() {
-	clear(h.events)
-	h.events, h.head, h.bytes = h.events[:0], 0, 0
 }

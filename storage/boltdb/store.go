@@ -24,16 +24,18 @@ type Store struct {
 	path string
 	log  *slog.Logger
 
-	// mu guards the in-memory state. Readers take it shared; the writer
-	// goroutine takes it exclusively only to publish a committed round.
-	// The writer also reads kvs without mu: it is the only mutator.
-	mu         sync.RWMutex
-	kvs        map[string]storage.KeyValue
-	keys       []string // sorted; the prefix index for List
-	rev        int64
-	compactRev int64
-	hist       history
-	watchers   map[*watcher]struct{}
+	// snap is the published state: an immutable snapshot that readers
+	// load and use without any lock, so no reader can hold up the writer
+	// and no writer can hold up a reader (see snapshot).
+	snap atomic.Pointer[snapshot]
+	// mu serialises the changes of snap (the writer's publish, Compact,
+	// the idle trim) and guards watchers, so that a new watcher sees
+	// each round either in its replay or live, never twice or not at
+	// all. Readers never take it.
+	mu       sync.Mutex
+	watchers map[*watcher]struct{}
+	// listPause, when set (by tests), runs halfway through each List.
+	listPause func()
 
 	// closeMu orders enqueueing against Close so that no request is sent
 	// on a closed queue.
@@ -78,7 +80,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db:         db,
 		path:       path,
 		log:        opts.Logger,
-		kvs:        make(map[string]storage.KeyValue),
 		watchers:   make(map[*watcher]struct{}),
 		queue:      make(chan *op, 1024),
 		writerDone: make(chan struct{}),
@@ -90,7 +91,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	releaseMapped(db)
 	go s.writer()
 	go s.trimIdle()
-	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", s.rev, "keys", len(s.keys))
+	sn := s.snap.Load()
+	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len())
 	return s, nil
 }
 
@@ -124,10 +126,8 @@ func (s *Store) load(ctx context.Context) (err error) {
 		}
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
-		s.rev = int64(decodeRev(tx.Bucket(bucketMeta).Get(metaRevision)))
-		b := tx.Bucket(bucketKV)
-		s.keys = make([]string, 0, b.Stats().KeyN)
-		c := b.Cursor()
+		sn := &snapshot{rev: int64(decodeRev(tx.Bucket(bucketMeta).Get(metaRevision)))}
+		c := tx.Bucket(bucketKV).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -137,13 +137,13 @@ func (s *Store) load(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
-			if kv.ModRevision > s.rev {
-				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, s.rev)
+			if kv.ModRevision > sn.rev {
+				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, sn.rev)
 			}
-			s.kvs[kv.Key] = kv
-			s.keys = append(s.keys, kv.Key) // bbolt iterates in byte order
+			sn.index, _ = sn.index.put(kv)
 		}
-		s.compactRev = s.rev
+		sn.compactRev = sn.rev
+		s.snap.Store(sn)
 		return nil
 	})
 }
@@ -162,8 +162,9 @@ func (s *Store) Close() error {
 	<-s.writerDone
 
 	s.mu.Lock()
+	rev := s.snap.Load().rev
 	for w := range s.watchers {
-		w.terminate(storage.WatchResponse{Revision: s.rev, Err: storage.ErrClosed}, false)
+		w.terminate(storage.WatchResponse{Revision: rev, Err: storage.ErrClosed}, false)
 		delete(s.watchers, w)
 	}
 	s.mu.Unlock()
@@ -178,9 +179,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 	if s.closed.Load() {
 		return storage.KeyValue{}, storage.ErrClosed
 	}
-	s.mu.RLock()
-	kv, ok := s.kvs[key]
-	s.mu.RUnlock()
+	kv, ok := s.snap.Load().index.get(key)
 	if !ok {
 		return storage.KeyValue{}, fmt.Errorf("get %q: %w", key, storage.ErrNotFound)
 	}
@@ -192,9 +191,7 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, storage.ErrClosed
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.rev, nil
+	return s.snap.Load().rev, nil
 }
 
 // CompactRevision returns the oldest revision Watch and List can start from.
@@ -202,9 +199,7 @@ func (s *Store) CompactRevision(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, storage.ErrClosed
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.compactRev, nil
+	return s.snap.Load().compactRev, nil
 }
 
 // Compact forgets the history up to and including revision. Compacting an
@@ -215,38 +210,42 @@ func (s *Store) Compact(ctx context.Context, revision int64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if revision > s.rev {
-		return fmt.Errorf("compact to %d (current %d): %w", revision, s.rev, storage.ErrFutureRevision)
+	cur := s.snap.Load()
+	if revision > cur.rev {
+		return fmt.Errorf("compact to %d (current %d): %w", revision, cur.rev, storage.ErrFutureRevision)
 	}
-	if revision > s.compactRev {
-		s.hist.dropFront(int(revision - s.compactRev))
-		s.compactRev = revision
+	if revision > cur.compactRev {
+		next := *cur
+		next.hist.dropFront(int(revision - next.compactRev))
+		next.compactRev = revision
+		s.snap.Store(&next)
 	}
 	return nil
 }
 
-// trimLocked applies the retention limits; s.mu must be held exclusively.
-func (s *Store) trimLocked(now time.Time) {
+// trim applies the retention limits to sn, a snapshot not yet published.
+func (s *Store) trim(sn *snapshot, now time.Time) {
+	h := &sn.hist
 	n := 0
-	if over := s.hist.len() - s.opts.HistoryMaxEvents; over > 0 {
+	if over := h.len() - s.opts.HistoryMaxEvents; over > 0 {
 		n = over
 	}
 	cutoff := now.Add(-s.opts.HistoryWindow).UnixNano()
-	for n < s.hist.len() && s.hist.get(n).at < cutoff {
+	for n < h.len() && h.get(n).at < cutoff {
 		n++
 	}
 	// The byte bound: drop the oldest events until the rest fit.
-	if excess := s.hist.bytes - s.opts.HistoryMaxBytes; excess > 0 {
+	if excess := h.bytes - s.opts.HistoryMaxBytes; excess > 0 {
 		for i := 0; i < n; i++ {
-			excess -= eventBytes(&s.hist.get(i).ev)
+			excess -= eventBytes(&h.get(i).ev)
 		}
-		for ; excess > 0 && n < s.hist.len(); n++ {
-			excess -= eventBytes(&s.hist.get(n).ev)
+		for ; excess > 0 && n < h.len(); n++ {
+			excess -= eventBytes(&h.get(n).ev)
 		}
 	}
 	if n > 0 {
-		s.hist.dropFront(n)
-		s.compactRev += int64(n)
+		h.dropFront(n)
+		sn.compactRev += int64(n)
 	}
 }
 
@@ -264,7 +263,10 @@ func (s *Store) trimIdle() {
 			return
 		case now := <-t.C:
 			s.mu.Lock()
-			s.trimLocked(now)
+			next := *s.snap.Load()
+			if s.trim(&next, now); next.compactRev != s.snap.Load().compactRev {
+				s.snap.Store(&next)
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -295,9 +297,8 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 		return storage.Stats{}, storage.ErrClosed
 	}
 	st := storage.Stats{Backend: "boltdb"}
-	s.mu.RLock()
-	st.Revision, st.CompactRevision, st.Keys = s.rev, s.compactRev, int64(len(s.keys))
-	s.mu.RUnlock()
+	sn := s.snap.Load()
+	st.Revision, st.CompactRevision, st.Keys = sn.rev, sn.compactRev, int64(sn.index.len())
 	if fi, err := os.Stat(s.path); err == nil {
 		st.SizeBytes = fi.Size()
 	}

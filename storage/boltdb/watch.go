@@ -43,11 +43,12 @@ func (s *Store) Watch(ctx context.Context, prefix string, sinceRevision int64) (
 	if s.closed.Load() { // Close sweeps watchers under mu after setting closed
 		return nil, storage.ErrClosed
 	}
+	sn := s.snap.Load() // the latest: publishing takes s.mu too
 	if sinceRevision == 0 {
-		sinceRevision = s.rev
+		sinceRevision = sn.rev
 	}
-	if sinceRevision < s.compactRev {
-		return nil, fmt.Errorf("watch %q from %d (compacted %d): %w", prefix, sinceRevision, s.compactRev, storage.ErrCompacted)
+	if sinceRevision < sn.compactRev {
+		return nil, fmt.Errorf("watch %q from %d (compacted %d): %w", prefix, sinceRevision, sn.compactRev, storage.ErrCompacted)
 	}
 	w := &watcher{
 		s:      s,
@@ -59,18 +60,18 @@ func (s *Store) Watch(ctx context.Context, prefix string, sinceRevision int64) (
 		signal: make(chan struct{}, 1),
 		stopCh: make(chan struct{}),
 	}
-	s.replayLocked(w)
+	replay(sn, w)
 	s.watchers[w] = struct{}{}
 	go w.run()
 	return w, nil
 }
 
-// replayLocked queues the retained events after w.minRev, one response per
-// original commit. Replay does not count against the queue limit.
-func (s *Store) replayLocked(w *watcher) {
+// replay queues the retained events of sn after w.minRev, one response
+// per original commit. Replay does not count against the queue limit.
+func replay(sn *snapshot, w *watcher) {
 	var evs []storage.Event
-	for i := max(0, int(w.minRev-s.compactRev)); i < s.hist.len(); i++ {
-		h := s.hist.get(i)
+	for i := max(0, int(w.minRev-sn.compactRev)); i < sn.hist.len(); i++ {
+		h := sn.hist.get(i)
 		if strings.HasPrefix(h.ev.KV.Key, w.prefix) {
 			evs = append(evs, h.ev)
 		}
@@ -86,7 +87,7 @@ func (w *watcher) match(e *storage.Event) bool {
 }
 
 // deliver queues the events of one committed round that concern w. It runs
-// under the store's exclusive lock.
+// under the store's s.mu, and never blocks.
 func (w *watcher) deliver(evs []storage.Event, rev int64) {
 	n := 0
 	for i := range evs {
@@ -213,12 +214,12 @@ func (w *watcher) ResultChan() <-chan storage.WatchResponse { return w.out }
 func (w *watcher) Stop() { w.stop.Do(func() { close(w.stopCh) }) }
 
 // RequestProgress queues a progress notification carrying the current
-// revision behind every response already queued. Holding the store's read
-// lock excludes a concurrent publish, so no event at or below that revision
-// can be queued after it.
+// revision behind every response already queued. Holding the store's mu
+// excludes a concurrent publish, so no event at or below that revision can
+// be queued after it.
 func (w *watcher) RequestProgress() {
-	w.s.mu.RLock()
-	rev := w.s.rev
+	w.s.mu.Lock()
+	rev := w.s.snap.Load().rev
 	w.push(storage.WatchResponse{Revision: rev})
-	w.s.mu.RUnlock()
+	w.s.mu.Unlock()
 }

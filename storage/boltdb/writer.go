@@ -152,8 +152,8 @@ func (s *Store) lookup(r *round, key string) (storage.KeyValue, bool) {
 	if r.deleted[key] {
 		return storage.KeyValue{}, false
 	}
-	kv, ok := s.kvs[key] // only this goroutine mutates kvs: no lock needed
-	return kv, ok
+	return s.snap.Load().index.get(key) // only this goroutine publishes
+
 }
 
 // commit validates, persists, publishes and answers one round.
@@ -161,7 +161,7 @@ func (s *Store) commit(r *round) {
 	clear(r.overlay)
 	clear(r.deleted)
 	r.events = r.events[:0]
-	rev := s.rev // only the writer changes s.rev
+	rev := s.snap.Load().rev // only the writer changes the revision
 
 	for _, o := range r.ops {
 		cur, exists := s.lookup(r, o.key)
@@ -258,32 +258,28 @@ func (s *Store) persist(r *round, rev int64) error {
 	})
 }
 
-// publish applies a committed round to memory, records it in the history
-// and fans it out, all under one exclusive lock so readers and new watchers
-// see either none or all of it.
+// publish applies a committed round to a copy of the published snapshot,
+// records it in the history, swaps the snapshot in and fans the round out
+// to watchers. Readers are never waited for: they keep whichever snapshot
+// they loaded. s.mu only orders this against Compact, the idle trim and
+// watch registration, so that a new watcher sees each round exactly once.
 func (s *Store) publish(r *round, rev int64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	next := *s.snap.Load()
 	for i := range r.events {
 		e := &r.events[i]
-		k := e.KV.Key
 		if e.Type == storage.EventDelete {
-			delete(s.kvs, k)
-			if i, ok := slices.BinarySearch(s.keys, k); ok {
-				s.keys = slices.Delete(s.keys, i, i+1)
-			}
+			next.index, _ = next.index.del(e.KV.Key)
 		} else {
-			if _, ok := s.kvs[k]; !ok {
-				i, _ := slices.BinarySearch(s.keys, k)
-				s.keys = slices.Insert(s.keys, i, k)
-			}
-			s.kvs[k] = e.KV
+			next.index, _ = next.index.put(e.KV)
 		}
-		s.hist.push(histEvent{ev: *e, round: rev, at: now.UnixNano()})
+		next.hist.push(histEvent{ev: *e, round: rev, at: now.UnixNano()})
 	}
-	s.rev = rev
-	s.trimLocked(now)
+	next.rev = rev
+	s.trim(&next, now)
+	s.snap.Store(&next)
 	if len(s.watchers) > 0 {
 		// Watchers keep the slice; the scratch buffer must not be reused.
 		evs := slices.Clone(r.events)

@@ -11,6 +11,7 @@ import (
 const (
 	userKey      = "leasehold.user"
 	streamEndKey = "leasehold.streamEnd"
+	initialKey   = "leasehold.initialEvents"
 )
 
 // SetUser records the authenticated user: its name becomes
@@ -45,6 +46,22 @@ func OnStreamEnd(rc *fasthttp.RequestCtx, fn func()) { rc.SetUserValue(streamEnd
 
 func streamEndOf(rc *fasthttp.RequestCtx) func() {
 	if fn, ok := rc.UserValue(streamEndKey).(func()); ok {
+		return fn
+	}
+	return func() {}
+}
+
+// OnInitialEvents registers fn to run once the watch stream this request
+// opens has written the events its watch held when it began (for a watch
+// without resourceVersion, every existing object as ADDED), or when the
+// stream ends first. Flow control holds a watch's seats until then, as
+// kube-apiserver's priority and fairness does until a watch is
+// initialised. As with OnStreamEnd, the caller runs fn itself when no
+// stream was opened, so fn should be idempotent.
+func OnInitialEvents(rc *fasthttp.RequestCtx, fn func()) { rc.SetUserValue(initialKey, fn) }
+
+func initialEventsOf(rc *fasthttp.RequestCtx) func() {
+	if fn, ok := rc.UserValue(initialKey).(func()); ok {
 		return fn
 	}
 	return func() {}

@@ -78,6 +78,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 	r.rc.Response.ImmediateHeaderFlush = true
 	log := r.h.log
 	ended := streamEndOf(r.rc)
+	initialised := initialEventsOf(r.rc)
 	guard := func() {
 		// fasthttp runs the stream on a connection goroutine: a panic
 		// here would end the process, so it only ends the stream.
@@ -92,6 +93,7 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		// goroutine per stream, one chunk per flush.
 		r.h.watchStreams.Add(1)
 		cleanup := sync.OnceFunc(func() {
+			initialised()
 			lag.end()
 			r.h.watchStreams.Add(-1)
 			ended()
@@ -101,11 +103,12 @@ func (r *request) watch(mo mediaOptions, opts *metav1.ListOptions) error {
 		r.rc.Response.SetBodyStream(&watchBody{run: func(out io.Writer) error {
 			defer cleanup()
 			defer guard()
-			return enc.streamBatches(ctx, bw, out, r.h.watchFlushInterval)
+			return enc.streamBatches(ctx, bw, out, r.h.watchFlushInterval, initialised)
 		}, log: log, cancel: cancel, cleanup: cleanup}, -1)
 		return nil
 	}
 	r.rc.SetBodyStreamWriter(func(bw *bufio.Writer) {
+		initialised()
 		defer ended()
 		defer cancel()
 		defer w.Stop()
@@ -329,7 +332,9 @@ const watchBatchBytes = 64 << 10
 // its own without a copy. When the queue is drained it waits for the next
 // flush to be due (interval()), so a stream costs one wake-up and one
 // write per flush however many events arrive in between.
-func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher, dst io.Writer, interval func() time.Duration) error {
+// initialised runs once the events queued before the stream began have
+// been written (the first time the queue is drained).
+func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher, dst io.Writer, interval func() time.Duration, initialised func()) error {
 	var buf bytes.Buffer
 	out := e.framer(&buf)
 	flush := func() error {
@@ -382,6 +387,10 @@ func (e *watchEncoder) streamBatches(ctx context.Context, w engine.BatchWatcher,
 		}
 		if more {
 			continue
+		}
+		if initialised != nil {
+			initialised()
+			initialised = nil
 		}
 		if len(evs) == 0 {
 			select {

@@ -45,16 +45,33 @@ type Config struct {
 	// ListRuns lists the whole namespace this many times after the load
 	// and reports the latency.
 	ListRuns int `json:"list_runs"`
+	// Noise, when set, runs a noisy neighbour beside the renewals: one of
+	// NoiseList, NoiseWatch, NoisePatch, NoiseIdle.
+	Noise string `json:"noise,omitempty"`
+	// NoiseNamespace holds NoiseObjects leases, created before the run,
+	// that the neighbour lists, watches or patches.
+	NoiseNamespace string `json:"noise_namespace,omitempty"`
+	NoiseObjects   int    `json:"noise_objects,omitempty"`
+	// NoiseClients is the neighbour's concurrency (0: the mode's
+	// default, see noiseDefaults).
+	NoiseClients int `json:"noise_clients,omitempty"`
+	// NoiseBytes is the annotation size of NoisePatch's patches.
+	NoiseBytes int `json:"noise_bytes,omitempty"`
 	// Output is "text" or "json".
 	Output string `json:"-"`
 }
+
+// noiseDefaults are the neighbours' default concurrency: the issue's 48
+// LIST loops, 200 re-listing watchers, 16 large patchers, 2,000 idle
+// connections.
+var noiseDefaults = map[string]int{NoiseList: 48, NoiseWatch: 200, NoisePatch: 16, NoiseIdle: 2000}
 
 // Defaults are the target workload: 64 clients over 1,000 leases.
 func Defaults() Config {
 	return Config{
 		Server: "http://127.0.0.1:8080", Namespace: "bench", Prefix: "bench-",
 		Leases: 1000, Clients: 64, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		Output: "text",
+		Output: "text", NoiseNamespace: "big", NoiseObjects: 10000, NoiseBytes: 200000,
 	}
 }
 
@@ -63,7 +80,8 @@ const synopsis = "bench [flags]"
 const about = `Measures renewals/s, latency and the server's CPU per renewal under the lease
 renewal workload of client-go's LeaseLock (GET, then PUT with a new renewTime)
 over --leases leases from --clients concurrent clients, optionally with
-watchers, LeaseCandidate churn and a LIST timing (see docs/bench.sh).
+watchers, LeaseCandidate churn, a LIST timing (see docs/bench.sh), or a noisy
+neighbour beside the renewals (--noise; see docs/noisy.sh).
 
 Exit codes: 0 clean run; 1 errors or conflicts during the run; 2 usage error.`
 
@@ -85,6 +103,11 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "server `pid`, to report its CPU time per renewal and RSS")
 	fs.BoolVar(&cfg.NoSetup, "no-setup", false, "do not create missing leases")
 	fs.IntVar(&cfg.ListRuns, "list", 0, "after the load, LIST the namespace this many times and report the latency")
+	fs.StringVar(&cfg.Noise, "noise", "", "noisy neighbour beside the renewals: list (LIST loops), watch (re-listing watchers), patch (large patches) or idle (idle connections)")
+	fs.StringVar(&cfg.NoiseNamespace, "noise-namespace", cfg.NoiseNamespace, "namespace of the neighbour's leases")
+	fs.IntVar(&cfg.NoiseObjects, "noise-objects", cfg.NoiseObjects, "leases created in --noise-namespace for the neighbour")
+	fs.IntVar(&cfg.NoiseClients, "noise-clients", 0, "the neighbour's concurrency (0: 48 LIST loops, 200 watchers, 16 patchers or 2000 idle connections)")
+	fs.IntVar(&cfg.NoiseBytes, "noise-bytes", cfg.NoiseBytes, "annotation `bytes` of each --noise patch")
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "report format: `text` or json")
 	fs.Alias("n", "namespace")
 	fs.Alias("o", "output")
@@ -110,8 +133,15 @@ func (c *Config) validate() error {
 		return errors.New("--duration must be positive")
 	case c.Warmup < 0 || c.Rate < 0 || c.Watchers < 0 || c.Candidates < 0 || c.ListRuns < 0:
 		return errors.New("--warmup, --rate, --watchers, --candidates and --list must not be negative")
+	case c.Noise != "" && noiseDefaults[c.Noise] == 0:
+		return fmt.Errorf("invalid --noise %q: use list, watch, patch or idle", c.Noise)
+	case c.Noise != "" && (c.NoiseObjects <= 0 || c.NoiseClients < 0 || c.NoiseBytes < 0 || c.NoiseNamespace == "" || c.NoiseNamespace == c.Namespace):
+		return errors.New("--noise needs positive --noise-objects, non-negative --noise-clients and --noise-bytes, and a --noise-namespace other than --namespace")
 	case c.Output != "text" && c.Output != "json":
 		return fmt.Errorf("invalid --output %q: use text or json", c.Output)
+	}
+	if c.Noise != "" && c.NoiseClients == 0 {
+		c.NoiseClients = noiseDefaults[c.Noise]
 	}
 	return nil
 }

@@ -3,7 +3,11 @@
 // Lease, then PUT it back with a new spec.renewTime and the GET's
 // resourceVersion) over H leases from C concurrent clients, optionally with
 // W watchers measuring event lag and LeaseCandidate churn, and a LIST
-// timing. It reports renewals/s, latency percentiles, conflicts, errors,
+// timing, and optionally a noisy neighbour beside a rate-capped renewal
+// load (--noise: LIST loops, re-listing watchers, large patches or idle
+// connections over --noise-objects leases; noise.go, docs/noisy.sh),
+// reporting the share of offered renewals done and the server's peak RSS
+// (VmHWM). It reports renewals/s, latency percentiles, conflicts, errors,
 // watch lag and, given the server's PID, the server's CPU time per renewal
 // from /proc/<pid>/stat.
 //

@@ -43,8 +43,9 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// procRSS returns a process's resident set size in bytes (VmRSS).
-func procRSS(pid int) (int64, error) {
+// procStatusBytes returns a kB field of /proc/<pid>/status (VmRSS: the
+// resident set size, VmHWM: its peak) in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	path := "/proc/self/status"
 	if pid > 0 {
 		path = fmt.Sprintf("/proc/%d/status", pid)
@@ -54,7 +55,7 @@ func procRSS(pid int) (int64, error) {
 		return 0, fmt.Errorf("read RSS: %w", err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("read RSS: %w", err)
@@ -62,7 +63,7 @@ func procRSS(pid int) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("read RSS: no VmRSS in %s", path)
+	return 0, fmt.Errorf("read RSS: no %s in %s", field, path)
 }
 
 // procThreads returns a process's thread count, a cheap proxy for leaks

@@ -34,10 +34,17 @@ type Result struct {
 	Get     Latency `json:"get"`
 	Put     Latency `json:"put"`
 	// Server figures need Config.ServerPID.
-	ServerCPUSeconds       float64 `json:"server_cpu_seconds,omitempty"`
-	ServerCPUPerRenewalUS  float64 `json:"server_cpu_per_renewal_us,omitempty"`
-	ServerCores            float64 `json:"server_cores,omitempty"`
-	ServerRSSBytes         int64   `json:"server_rss_bytes,omitempty"`
+	ServerCPUSeconds      float64 `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerRenewalUS float64 `json:"server_cpu_per_renewal_us,omitempty"`
+	ServerCores           float64 `json:"server_cores,omitempty"`
+	ServerRSSBytes        int64   `json:"server_rss_bytes,omitempty"`
+	// ServerPeakRSSBytes is the server's VmHWM at the end: the most it
+	// was ever resident, since it started.
+	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes,omitempty"`
+	// Offered is the renewals the rate cap offered in the measured
+	// window (Rate x Duration), DoneRatio the share of them done.
+	Offered                float64 `json:"offered,omitempty"`
+	DoneRatio              float64 `json:"done_ratio,omitempty"`
 	ServerThreads          int     `json:"server_threads,omitempty"`
 	LoadgenCPUPerRenewalUS float64 `json:"loadgen_cpu_per_renewal_us"`
 	// Machine context: the measurements share the machine.
@@ -50,6 +57,7 @@ type Result struct {
 	Watch      *WatchResult     `json:"watch,omitempty"`
 	Candidates *CandidateResult `json:"candidates,omitempty"`
 	List       *ListResult      `json:"list,omitempty"`
+	Noise      *NoiseResult     `json:"noise,omitempty"`
 }
 
 // WatchResult says whether every watcher saw every renewal, and how late.
@@ -136,7 +144,24 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 			return nil, err
 		}
 		fmt.Fprintf(progress, "setup: %d leases (%d created) in %.1fs\n", cfg.Leases, n, res.SetupSec)
+		if cfg.Noise != "" {
+			t := time.Now()
+			n, err := setupNoise(ctx, &cfg, hc)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(progress, "setup: %d noise leases in %s (%d created) in %.1fs\n", cfg.NoiseObjects, cfg.NoiseNamespace, n, time.Since(t).Seconds())
+		}
 	}
+	var nz *noise
+	if cfg.Noise != "" {
+		var err error
+		if nz, err = startNoise(ctx, &cfg); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "noise: %s, %d clients\n", cfg.Noise, cfg.NoiseClients)
+	}
+	noiseStart := time.Now()
 
 	loadStart := time.Now()
 	var watchers []*watcher
@@ -185,6 +210,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if !sleepUntil(ctx, win.start) {
 		close(stop)
 		wg.Wait()
+		if nz != nil {
+			nz.finish(0)
+		}
 		return nil, ctx.Err()
 	}
 	srvCPU0, cpuErr := procCPU(cfg.ServerPID)
@@ -196,6 +224,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	close(stop)
 	wg.Wait()
 	res.Seconds = cfg.Duration.Seconds()
+	if nz != nil {
+		res.Noise = nz.finish(time.Since(noiseStart).Seconds())
+	}
 
 	var all counters
 	for _, r := range renewers {
@@ -211,6 +242,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	}
 	res.Renewals, res.Conflicts, res.Errors, res.FirstError = all.renewals, all.conflicts, all.errors, all.firstErr
 	res.RenewalsPerSec = float64(all.renewals) / res.Seconds
+	if cfg.Rate > 0 {
+		res.Offered = cfg.Rate * res.Seconds
+		res.DoneRatio = float64(all.renewals) / res.Offered
+	}
 	res.Latency, res.Get, res.Put = all.pair.summary(), all.get.summary(), all.put.summary()
 	if all.renewals > 0 {
 		res.LoadgenCPUPerRenewalUS = float64((selfCPU1 - selfCPU0).Microseconds()) / float64(all.renewals)
@@ -225,7 +260,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		if all.renewals > 0 {
 			res.ServerCPUPerRenewalUS = float64(cpu.Microseconds()) / float64(all.renewals)
 		}
-		res.ServerRSSBytes, _ = procRSS(cfg.ServerPID)
+		res.ServerRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmRSS")
+		res.ServerPeakRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmHWM")
 		res.ServerThreads = procThreads(cfg.ServerPID)
 	}
 	res.LoadAvg = firstLine("/proc/loadavg")
@@ -375,6 +411,9 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "renewals:  %d (%.0f/s), conflicts %d, errors %d\n", r.Renewals, r.RenewalsPerSec, r.Conflicts, r.Errors)
+	if r.Offered > 0 {
+		fmt.Fprintf(w, "offered:   %.0f, done %.1f%%\n", r.Offered, 100*r.DoneRatio)
+	}
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
 	}
@@ -385,8 +424,8 @@ func (r *Result) WriteText(w io.Writer) {
 	lat("get:", r.Get)
 	lat("put:", r.Put)
 	if c.ServerPID > 0 {
-		fmt.Fprintf(w, "server:    %.1f us CPU per renewal (%.2f cores), RSS %.1f MiB, %d threads\n",
-			r.ServerCPUPerRenewalUS, r.ServerCores, float64(r.ServerRSSBytes)/(1<<20), r.ServerThreads)
+		fmt.Fprintf(w, "server:    %.1f us CPU per renewal (%.2f cores), RSS %.1f MiB (peak %.1f MiB), %d threads\n",
+			r.ServerCPUPerRenewalUS, r.ServerCores, float64(r.ServerRSSBytes)/(1<<20), float64(r.ServerPeakRSSBytes)/(1<<20), r.ServerThreads)
 	}
 	fmt.Fprintf(w, "loadgen:   %.1f us CPU per renewal\n", r.LoadgenCPUPerRenewalUS)
 	if wr := r.Watch; wr != nil {
@@ -401,6 +440,10 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	if lr := r.List; lr != nil {
 		fmt.Fprintf(w, "list:      %d items (%d bytes), p50 %.2f ms, p99 %.2f ms\n", lr.Items, lr.Bytes, lr.Latency.P50, lr.Latency.P99)
+	}
+	if nr := r.Noise; nr != nil {
+		fmt.Fprintf(w, "noise:     %s, %d clients over %d leases: %d requests (%.1f/s), %d rejected (429), %d errors, %.1f MiB read %s\n",
+			nr.Mode, nr.Clients, nr.Objects, nr.Ops, nr.OpsPerSec, nr.Rejected, nr.Errors, float64(nr.Bytes)/(1<<20), nr.FirstError)
 	}
 	fmt.Fprintf(w, "machine:   %d CPUs, loadavg %s, cpu pressure %s\n", r.NumCPU, r.LoadAvg, r.CPUPressure)
 }
