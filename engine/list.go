@@ -135,133 +135,180 @@ func (e *Engine) list(ctx context.Context, k *kind, namespace string, q *listQue
 // returns the stored values undecoded.
 func (e *Engine) listPage(ctx context.Context, k *kind, namespace string, q *listQuery, raw bool) (listResult, error) {
 	raw = raw && q.empty()
-	o := &q.opts
-	var rv int64
-	if o.Continue == "" {
-		// With a continue token the resourceVersion may only be "" or
-		// "0" (checked below), so it is never parsed.
-		var err error
-		if rv, err = listRV(o.ResourceVersion); err != nil {
-			return listResult{}, err
-		}
-	}
 	prefix := k.listPrefix(namespace)
 	tokenPrefix := strings.TrimSuffix(prefix, "/")
-	limit := o.Limit
-	if limit < 0 || (o.ResourceVersion == "0" && o.Continue == "") {
-		// RV=0 is served from kube-apiserver's watch cache, which ignores
-		// limit.
-		limit = 0
+	var p listPaging
+	if err := e.startListPaging(ctx, &q.opts, tokenPrefix, &p); err != nil {
+		return listResult{}, err
 	}
-	start := ""
-	var withRev int64
-	if o.Continue != "" {
-		key, crv, err := decodeContinue(o.Continue, tokenPrefix)
-		if err != nil {
-			return listResult{}, badRequest(fmt.Sprintf("invalid continue token: %v", err))
-		}
-		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
-			return listResult{}, badRequest("specifying resource version is not allowed when using continue")
-		}
-		start = key
-		if crv > 0 {
-			withRev = crv
-		}
-	} else if rv > 0 {
-		if err := e.waitForRV(ctx, rv); err != nil {
-			return listResult{}, err
-		}
-		switch o.ResourceVersionMatch {
-		case metav1.ResourceVersionMatchExact:
-			withRev = rv
-		case "":
-			if limit > 0 {
-				withRev = rv // legacy paginated list: exactly at rv
-			}
-		}
-	}
-
-	var (
-		items     []object
-		raws      []storage.KeyValue
-		lastKey   string
-		hasMore   bool
-		lastCount int64
-		pageLimit = limit
-	)
+	pageLimit := p.limit
 	for {
-		res, err := e.store.List(ctx, prefix, storage.ListOptions{Revision: withRev, StartKey: start, Limit: pageLimit})
+		res, err := e.store.List(ctx, prefix, storage.ListOptions{Revision: p.withRev, StartKey: p.start, Limit: pageLimit})
 		if err != nil {
-			switch {
-			case errors.Is(err, storage.ErrCompacted):
-				if o.Continue != "" {
-					return listResult{}, expiredContinue(start, tokenPrefix)
-				}
-				return listResult{}, apierrors.NewResourceExpired(listExpiredMessage)
-			case errors.Is(err, storage.ErrFutureRevision):
-				cur, _ := e.store.CurrentRevision(ctx)
-				return listResult{}, tooLargeRV(withRev, cur)
-			}
-			return listResult{}, storageError(err)
+			return listResult{}, e.listStorageError(ctx, err, &q.opts, &p, tokenPrefix)
 		}
-		if withRev == 0 {
-			withRev = res.Revision // later pages read the same snapshot
+		if p.withRev == 0 {
+			p.withRev = res.Revision // later pages read the same snapshot
 		}
-		hasMore, lastCount = res.More, res.Count
+		p.hasMore, p.lastCount = res.More, res.Count
 		if raw {
-			// No selectors: every item is taken, so no page is refilled.
-			n := len(res.KVs)
-			if limit > 0 && int64(n) > limit {
-				n, hasMore = int(limit), true
-			}
-			raws = res.KVs[:n]
-			if n > 0 {
-				lastKey = raws[n-1].Key
-			}
+			p.takeRaw(res.KVs)
 			break
 		}
-		if items == nil {
-			items = make([]object, 0, len(res.KVs))
-		}
-		for _, kv := range res.KVs {
-			if limit > 0 && int64(len(items)) >= limit {
-				hasMore = true
-				break
-			}
-			lastKey = kv.Key
-			obj, err := k.decode(kv.Value, kv.ModRevision)
-			if err != nil {
-				// One damaged record must not hide all the others.
-				e.noteUndecodable(ctx, kv, err)
-				AddWarning(ctx, k.skippedWarning(kv.Key))
-				continue
-			}
-			if q.matches(obj) {
-				items = append(items, obj)
-			}
-		}
-		if !hasMore || limit == 0 || int64(len(items)) >= limit {
+		e.takeMatching(ctx, k, q, &p, res.KVs)
+		if !p.hasMore || p.limit == 0 || int64(len(p.items)) >= p.limit {
 			break
 		}
 		// Selectors dropped items: fetch more, in growing pages.
 		if pageLimit < maxPageSize {
 			pageLimit = min(pageLimit*2, maxPageSize)
 		}
-		start = lastKey + "\x00"
+		p.start = p.lastKey + "\x00"
 	}
-	meta := metav1.ListMeta{ResourceVersion: formatRV(withRev)}
-	if hasMore && limit > 0 {
-		next, err := encodeContinue(lastKey+"\x00", tokenPrefix, withRev)
+	meta, err := p.listMeta(q, tokenPrefix)
+	if err != nil {
+		return listResult{}, err
+	}
+	return listResult{items: p.items, raw: p.raws, meta: meta}, nil
+}
+
+// listPaging is the state of one listPage call, kept in a struct on
+// listPage's stack so that its steps can be separate functions without
+// returning many values or allocating.
+type listPaging struct {
+	// limit is the page size asked for, 0 for everything.
+	limit int64
+	// start is the key the next storage page starts at.
+	start string
+	// withRev is the snapshot revision read, 0 until the first page
+	// fixes it for a list at the latest revision.
+	withRev int64
+
+	items     []object
+	raws      []storage.KeyValue
+	lastKey   string
+	hasMore   bool
+	lastCount int64
+}
+
+// startListPaging checks resourceVersion, limit and continue, and sets
+// where and at which revision listing starts, like the etcd3 store's
+// GetList.
+func (e *Engine) startListPaging(ctx context.Context, o *metainternalversion.ListOptions, tokenPrefix string, p *listPaging) error {
+	var rv int64
+	if o.Continue == "" {
+		// With a continue token the resourceVersion may only be "" or
+		// "0" (checked below), so it is never parsed.
+		var err error
+		if rv, err = listRV(o.ResourceVersion); err != nil {
+			return err
+		}
+	}
+	p.limit = o.Limit
+	if p.limit < 0 || (o.ResourceVersion == "0" && o.Continue == "") {
+		// RV=0 is served from kube-apiserver's watch cache, which ignores
+		// limit.
+		p.limit = 0
+	}
+	if o.Continue != "" {
+		key, crv, err := decodeContinue(o.Continue, tokenPrefix)
 		if err != nil {
-			return listResult{}, apierrors.NewInternalError(err)
+			return badRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
+			return badRequest("specifying resource version is not allowed when using continue")
+		}
+		p.start = key
+		if crv > 0 {
+			p.withRev = crv
+		}
+	} else if rv > 0 {
+		if err := e.waitForRV(ctx, rv); err != nil {
+			return err
+		}
+		switch o.ResourceVersionMatch {
+		case metav1.ResourceVersionMatchExact:
+			p.withRev = rv
+		case "":
+			if p.limit > 0 {
+				p.withRev = rv // legacy paginated list: exactly at rv
+			}
+		}
+	}
+	return nil
+}
+
+// listStorageError turns a failed storage page read into the Status
+// kube-apiserver answers with: an expired list or continue token, a
+// resourceVersion from the future, or an internal error.
+func (e *Engine) listStorageError(ctx context.Context, err error, o *metainternalversion.ListOptions, p *listPaging, tokenPrefix string) error {
+	switch {
+	case errors.Is(err, storage.ErrCompacted):
+		if o.Continue != "" {
+			return expiredContinue(p.start, tokenPrefix)
+		}
+		return apierrors.NewResourceExpired(listExpiredMessage)
+	case errors.Is(err, storage.ErrFutureRevision):
+		cur, _ := e.store.CurrentRevision(ctx)
+		return tooLargeRV(p.withRev, cur)
+	}
+	return storageError(err)
+}
+
+// takeRaw keeps a storage page undecoded. Without selectors every item is
+// taken, so no page is refilled.
+func (p *listPaging) takeRaw(kvs []storage.KeyValue) {
+	n := len(kvs)
+	if p.limit > 0 && int64(n) > p.limit {
+		n, p.hasMore = int(p.limit), true
+	}
+	p.raws = kvs[:n]
+	if n > 0 {
+		p.lastKey = p.raws[n-1].Key
+	}
+}
+
+// takeMatching decodes a storage page and appends the objects the
+// selectors match, up to the limit.
+func (e *Engine) takeMatching(ctx context.Context, k *kind, q *listQuery, p *listPaging, kvs []storage.KeyValue) {
+	if p.items == nil {
+		p.items = make([]object, 0, len(kvs))
+	}
+	for _, kv := range kvs {
+		if p.limit > 0 && int64(len(p.items)) >= p.limit {
+			p.hasMore = true
+			return
+		}
+		p.lastKey = kv.Key
+		obj, err := k.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			// One damaged record must not hide all the others.
+			e.noteUndecodable(ctx, kv, err)
+			AddWarning(ctx, k.skippedWarning(kv.Key))
+			continue
+		}
+		if q.matches(obj) {
+			p.items = append(p.items, obj)
+		}
+	}
+}
+
+// listMeta is the page's resourceVersion and, when more remain, its
+// continue token and (without selectors) the remaining item count.
+func (p *listPaging) listMeta(q *listQuery, tokenPrefix string) (metav1.ListMeta, error) {
+	meta := metav1.ListMeta{ResourceVersion: formatRV(p.withRev)}
+	if p.hasMore && p.limit > 0 {
+		next, err := encodeContinue(p.lastKey+"\x00", tokenPrefix, p.withRev)
+		if err != nil {
+			return metav1.ListMeta{}, apierrors.NewInternalError(err)
 		}
 		meta.Continue = next
 		if q.empty() {
-			c := lastCount - limit
+			c := p.lastCount - p.limit
 			meta.RemainingItemCount = &c
 		}
 	}
-	return listResult{items: items, raw: raws, meta: meta}, nil
+	return meta, nil
 }
 
 // ListJSON is List answered with the body of a plain application/json

@@ -69,100 +69,127 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 		if err != nil {
 			return writeResult{}, err
 		}
-
+		var (
+			res   writeResult
+			retry bool
+		)
 		if !exists {
-			e.fillSystemFields(obj)
-			// From the namespace admission to the write (nsGate).
-			leave := e.nsGate.enterCreate(namespace)
-			if err := e.beforeCreate(ctx, k, namespace, obj, dryRun); err != nil {
-				leave()
-				return writeResult{}, err
-			}
-			obj.SetResourceVersion("")
-			if dryRun {
-				leave()
-				return writeResult{obj: obj, created: true}, nil
-			}
-			data, err := k.encode(obj)
-			if err != nil {
-				leave()
-				return writeResult{}, apierrors.NewInternalError(err)
-			}
-			created, err := e.store.Create(ctx, key, data)
-			leave()
-			if errors.Is(err, storage.ErrKeyExists) {
-				continue // created concurrently: update it instead
-			}
-			if err != nil {
-				return writeResult{}, storageError(err)
-			}
-			if k.isEvent {
-				e.events.noteCreate(len(data))
-			}
-			obj.SetResourceVersion(formatRV(created.ModRevision))
-			return writeResult{obj: obj, created: true}, nil
+			res, retry, err = e.createForUpdate(ctx, k, key, namespace, obj, dryRun)
+		} else {
+			res, retry, err = e.updateExisting(ctx, k, key, &kv, namespace, name, obj, live, newRV, dryRun)
 		}
-
-		if newRV == 0 {
-			// Upstream names the resource, not the kind, in this one.
-			qualifiedKind := schema.GroupKind{Group: k.gr.Group, Kind: k.gr.Resource}
-			return writeResult{}, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
-				field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update"),
-			})
-		}
-		if newRV != uint64(kv.ModRevision) {
-			return writeResult{}, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
-		}
-		if err := e.beforeUpdate(k, namespace, obj, live); err != nil {
-			return writeResult{}, err
-		}
-		data, err := k.encode(obj)
-		if err != nil {
-			return writeResult{}, apierrors.NewInternalError(err)
-		}
-		if !bytes.Equal(data, kv.Value) && managedFieldsEqualModuloTime(obj.GetManagedFields(), live.GetManagedFields()) {
-			// Only managedFields timestamps may have changed: keep the old
-			// ones, so that an otherwise unchanged object is a no-op.
-			mine := obj.GetManagedFields()
-			obj.SetManagedFields(live.GetManagedFields())
-			if alt, err := k.encode(obj); err == nil && bytes.Equal(alt, kv.Value) {
-				data = alt
-			} else {
-				obj.SetManagedFields(mine)
-			}
-		}
-		if bytes.Equal(data, kv.Value) {
-			return writeResult{obj: live}, nil // no-op: same RV, no event
-		}
-		if shouldDeleteDuringUpdate(obj, live) {
-			if dryRun {
-				return writeResult{obj: obj, deleted: true}, nil
-			}
-			if _, _, err := e.store.Delete(ctx, key, kv.ModRevision); err != nil {
-				if errors.Is(err, storage.ErrConflict) {
-					continue
-				}
-				if errors.Is(err, storage.ErrNotFound) {
-					return writeResult{obj: obj, deleted: true}, nil
-				}
-				return writeResult{}, storageError(err)
-			}
-			return writeResult{obj: obj, deleted: true}, nil
-		}
-		if dryRun {
-			return writeResult{obj: obj}, nil
-		}
-		updated, err := e.store.Update(ctx, key, data, kv.ModRevision)
-		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+		if retry {
 			continue
 		}
-		if err != nil {
-			return writeResult{}, storageError(err)
-		}
-		obj.SetResourceVersion(formatRV(updated.ModRevision))
-		return writeResult{obj: obj}, nil
+		return res, err
 	}
 	return writeResult{}, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+}
+
+// createForUpdate is guaranteedUpdate's create of an object that does not
+// exist yet (create on update). retry is set when it was created
+// concurrently, so that the caller updates it instead.
+func (e *Engine) createForUpdate(ctx context.Context, k *kind, key, namespace string, obj object, dryRun bool) (_ writeResult, retry bool, _ error) {
+	e.fillSystemFields(obj)
+	// From the namespace admission to the write (nsGate).
+	leave := e.nsGate.enterCreate(namespace)
+	if err := e.beforeCreate(ctx, k, namespace, obj, dryRun); err != nil {
+		leave()
+		return writeResult{}, false, err
+	}
+	obj.SetResourceVersion("")
+	if dryRun {
+		leave()
+		return writeResult{obj: obj, created: true}, false, nil
+	}
+	data, err := k.encode(obj)
+	if err != nil {
+		leave()
+		return writeResult{}, false, apierrors.NewInternalError(err)
+	}
+	created, err := e.store.Create(ctx, key, data)
+	leave()
+	if errors.Is(err, storage.ErrKeyExists) {
+		return writeResult{}, true, nil
+	}
+	if err != nil {
+		return writeResult{}, false, storageError(err)
+	}
+	if k.isEvent {
+		e.events.noteCreate(len(data))
+	}
+	obj.SetResourceVersion(formatRV(created.ModRevision))
+	return writeResult{obj: obj, created: true}, false, nil
+}
+
+// updateExisting is guaranteedUpdate's compare-and-swap of the stored kv
+// at key (the live object) with obj. retry is set when another write won the
+// race, so that the caller reads again.
+func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *storage.KeyValue, namespace, name string, obj, live object, newRV uint64, dryRun bool) (_ writeResult, retry bool, _ error) {
+	if newRV == 0 {
+		// Upstream names the resource, not the kind, in this one.
+		qualifiedKind := schema.GroupKind{Group: k.gr.Group, Kind: k.gr.Resource}
+		return writeResult{}, false, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update"),
+		})
+	}
+	if newRV != uint64(kv.ModRevision) {
+		return writeResult{}, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+	}
+	if err := e.beforeUpdate(k, namespace, obj, live); err != nil {
+		return writeResult{}, false, err
+	}
+	data, err := k.encode(obj)
+	if err != nil {
+		return writeResult{}, false, apierrors.NewInternalError(err)
+	}
+	data = keepManagedFieldsTimes(k, obj, live, data, kv.Value)
+	if bytes.Equal(data, kv.Value) {
+		return writeResult{obj: live}, false, nil // no-op: same RV, no event
+	}
+	if shouldDeleteDuringUpdate(obj, live) {
+		if dryRun {
+			return writeResult{obj: obj, deleted: true}, false, nil
+		}
+		if _, _, err := e.store.Delete(ctx, key, kv.ModRevision); err != nil {
+			if errors.Is(err, storage.ErrConflict) {
+				return writeResult{}, true, nil
+			}
+			if errors.Is(err, storage.ErrNotFound) {
+				return writeResult{obj: obj, deleted: true}, false, nil
+			}
+			return writeResult{}, false, storageError(err)
+		}
+		return writeResult{obj: obj, deleted: true}, false, nil
+	}
+	if dryRun {
+		return writeResult{obj: obj}, false, nil
+	}
+	updated, err := e.store.Update(ctx, key, data, kv.ModRevision)
+	if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+		return writeResult{}, true, nil
+	}
+	if err != nil {
+		return writeResult{}, false, storageError(err)
+	}
+	obj.SetResourceVersion(formatRV(updated.ModRevision))
+	return writeResult{obj: obj}, false, nil
+}
+
+// keepManagedFieldsTimes returns the encoding of obj to store. When only
+// managedFields timestamps differ from the stored value old, it keeps the
+// live object's ones, so that an otherwise unchanged object is a no-op.
+func keepManagedFieldsTimes(k *kind, obj, live object, data, old []byte) []byte {
+	if bytes.Equal(data, old) || !managedFieldsEqualModuloTime(obj.GetManagedFields(), live.GetManagedFields()) {
+		return data
+	}
+	mine := obj.GetManagedFields()
+	obj.SetManagedFields(live.GetManagedFields())
+	if alt, err := k.encode(obj); err == nil && bytes.Equal(alt, old) {
+		return alt
+	}
+	obj.SetManagedFields(mine)
+	return data
 }
 
 // objectRV parses an object's resourceVersion like APIObjectVersioner:

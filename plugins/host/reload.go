@@ -175,32 +175,8 @@ func (h *Host) scanFile(ctx context.Context, path string, prev *fileState) (*fil
 	f.sha, f.sigSum, f.setSum = sha, sigSum, set.sum
 	signer := ""
 	if trust != nil {
-		// Verified before compiling: a refused module's code is never
-		// compiled, instantiated or called.
-		if sigErr == nil {
-			signer, err = trust.Verify(sum, sig)
-		} else {
-			err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
-		}
-		if err != nil {
-			claimed := ""
-			if r, ok := errors.AsType[*signature.RefusedError](err); ok {
-				claimed = r.KeyID
-			}
-			h.fileFailed(f, sha, claimed, err)
-			return f, false, nil
-		}
-		if set.err != nil {
-			h.fileFailed(f, sha, set.claimed, set.err)
-			return f, false, nil
-		}
-		if f.mod != nil && f.mod.sha == sha && f.mod.settingsSHA == set.sha {
-			// The serving module, signed anew (a rotated key, say):
-			// nothing to reload.
-			if f.signer != signer || f.err != nil {
-				h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha, "key_id", signer)
-			}
-			f.signer, f.err, f.errSHA, f.errKey = signer, nil, "", ""
+		var done bool
+		if signer, done = h.checkSignature(f, path, trust, sum, sha, sig, sigErr, &set); done {
 			return f, false, nil
 		}
 	}
@@ -208,6 +184,47 @@ func (h *Host) scanFile(ctx context.Context, path string, prev *fileState) (*fil
 		h.fileFailed(f, sha, set.claimed, set.err)
 		return f, false, nil
 	}
+	return h.install(ctx, f, path, wasm, sha, signer, &set)
+}
+
+// checkSignature verifies the module's signature before it is compiled,
+// so that a refused module's code is never compiled, instantiated or
+// called. done is set when scanFile has nothing more to do: the module
+// (or its settings) was refused, or it is the serving one signed anew.
+func (h *Host) checkSignature(f *fileState, path string, trust *signature.Keyring, sum [sha256.Size]byte, sha string, sig []byte, sigErr error, set *settingsFile) (signer string, done bool) {
+	var err error
+	if sigErr == nil {
+		signer, err = trust.Verify(sum, sig)
+	} else {
+		err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
+	}
+	if err != nil {
+		claimed := ""
+		if r, ok := errors.AsType[*signature.RefusedError](err); ok {
+			claimed = r.KeyID
+		}
+		h.fileFailed(f, sha, claimed, err)
+		return "", true
+	}
+	if set.err != nil {
+		h.fileFailed(f, sha, set.claimed, set.err)
+		return "", true
+	}
+	if f.mod != nil && f.mod.sha == sha && f.mod.settingsSHA == set.sha {
+		// The serving module, signed anew (a rotated key, say):
+		// nothing to reload.
+		if f.signer != signer || f.err != nil {
+			h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha, "key_id", signer)
+		}
+		f.signer, f.err, f.errSHA, f.errKey = signer, nil, "", ""
+		return signer, true
+	}
+	return signer, false
+}
+
+// install compiles the checked module into f, unless another file already
+// serves its strategy, and logs the load; it returns scanFile's results.
+func (h *Host) install(ctx context.Context, f *fileState, path string, wasm []byte, sha, signer string, set *settingsFile) (*fileState, bool, *module) {
 	m, err := h.load(ctx, wasm, set.data, path)
 	if err == nil {
 		if set.data != nil {

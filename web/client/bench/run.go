@@ -137,20 +137,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	defer hc.CloseIdleConnections()
 
 	if !cfg.NoSetup {
-		t := time.Now()
-		n, err := setup(ctx, &cfg, hc)
-		res.Created, res.SetupSec = n, time.Since(t).Seconds()
-		if err != nil {
+		if err := setupAll(ctx, &cfg, hc, res, progress); err != nil {
 			return nil, err
-		}
-		fmt.Fprintf(progress, "setup: %d leases (%d created) in %.1fs\n", cfg.Leases, n, res.SetupSec)
-		if cfg.Noise != "" {
-			t := time.Now()
-			n, err := setupNoise(ctx, &cfg, hc)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(progress, "setup: %d noise leases in %s (%d created) in %.1fs\n", cfg.NoiseObjects, cfg.NoiseNamespace, n, time.Since(t).Seconds())
 		}
 	}
 	var nz *noise
@@ -167,22 +155,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	var watchers []*watcher
 	var watchDone sync.WaitGroup
 	if cfg.Watchers > 0 {
-		rv, err := listRV(&cfg, hc)
-		if err != nil {
+		var err error
+		if watchers, err = startWatchers(ctx, &cfg, hc, loadStart, &watchDone); err != nil {
 			return nil, err
 		}
-		for i := 0; i < cfg.Watchers; i++ {
-			w, err := startWatch(ctx, &cfg, rv, localAddr(&cfg, i), loadStart)
-			if err != nil {
-				for _, w := range watchers {
-					w.conn.Close()
-				}
-				return nil, fmt.Errorf("watcher %d: %w", i, err)
-			}
-			watchers = append(watchers, w)
-			watchDone.Go(w.run)
-		}
 		fmt.Fprintf(progress, "watch: %d watchers connected in %.1fs\n", cfg.Watchers, time.Since(loadStart).Seconds())
+		// The load starts once every watcher is connected, and their
+		// latencies are measured from then on.
 		loadStart = time.Now()
 		for _, w := range watchers {
 			w.since.Store(loadStart.UnixNano())
@@ -193,21 +172,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	win := window{start: loadStart.Add(cfg.Warmup), end: loadStart.Add(cfg.Warmup + cfg.Duration)}
-	renewers := make([]*renewer, cfg.Clients)
-	for i := range renewers {
-		renewers[i] = newRenewer(&cfg, hc, i, &puts)
-		wg.Add(1)
-		go renewers[i].run(stop, win, &wg)
-	}
-	churners := make([]*churner, cfg.Candidates)
-	for i := range churners {
-		churners[i] = &churner{cfg: &cfg, hc: hc, name: fmt.Sprintf("%scandidate-%03d", cfg.Prefix, i)}
-		wg.Add(1)
-		go churners[i].run(stop, &wg)
-	}
+	renewers, churners := startLoad(&cfg, hc, win, stop, &wg, &puts)
 	fmt.Fprintf(progress, "load: %d clients over %d leases, warmup %s, measuring %s\n", cfg.Clients, cfg.Leases, cfg.Warmup, cfg.Duration)
 
-	if !sleepUntil(ctx, win.start) {
+	var cpu cpuSamples
+	if !cpu.sample(ctx, cfg.ServerPID, win) {
 		close(stop)
 		wg.Wait()
 		if nz != nil {
@@ -215,12 +184,6 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 		return nil, ctx.Err()
 	}
-	srvCPU0, cpuErr := procCPU(cfg.ServerPID)
-	selfCPU0, _ := procCPU(0)
-	sleepUntil(ctx, win.end)
-	srvCPU1, cpuErr2 := procCPU(cfg.ServerPID)
-	selfCPU1, _ := procCPU(0)
-	measured := time.Since(win.start)
 	close(stop)
 	wg.Wait()
 	res.Seconds = cfg.Duration.Seconds()
@@ -228,55 +191,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		res.Noise = nz.finish(time.Since(noiseStart).Seconds())
 	}
 
-	var all counters
-	for _, r := range renewers {
-		all.renewals += r.c.renewals
-		all.conflicts += r.c.conflicts
-		all.errors += r.c.errors
-		if all.firstErr == "" {
-			all.firstErr = r.c.firstErr
-		}
-		all.pair.merge(&r.c.pair)
-		all.get.merge(&r.c.get)
-		all.put.merge(&r.c.put)
+	if err := res.addRenewals(&cfg, renewers, &cpu); err != nil {
+		return nil, err
 	}
-	res.Renewals, res.Conflicts, res.Errors, res.FirstError = all.renewals, all.conflicts, all.errors, all.firstErr
-	res.RenewalsPerSec = float64(all.renewals) / res.Seconds
-	if cfg.Rate > 0 {
-		res.Offered = cfg.Rate * res.Seconds
-		res.DoneRatio = float64(all.renewals) / res.Offered
-	}
-	res.Latency, res.Get, res.Put = all.pair.summary(), all.get.summary(), all.put.summary()
-	if all.renewals > 0 {
-		res.LoadgenCPUPerRenewalUS = float64((selfCPU1 - selfCPU0).Microseconds()) / float64(all.renewals)
-	}
-	if cfg.ServerPID > 0 {
-		if cpuErr != nil || cpuErr2 != nil {
-			return nil, errors.Join(cpuErr, cpuErr2)
-		}
-		cpu := srvCPU1 - srvCPU0
-		res.ServerCPUSeconds = cpu.Seconds()
-		res.ServerCores = cpu.Seconds() / measured.Seconds()
-		if all.renewals > 0 {
-			res.ServerCPUPerRenewalUS = float64(cpu.Microseconds()) / float64(all.renewals)
-		}
-		res.ServerRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmRSS")
-		res.ServerPeakRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmHWM")
-		res.ServerThreads = procThreads(cfg.ServerPID)
-	}
-	res.LoadAvg = firstLine("/proc/loadavg")
-	res.CPUPressure = firstLine("/proc/pressure/cpu")
-
 	if cfg.Candidates > 0 {
-		cr := &CandidateResult{Candidates: cfg.Candidates}
-		for _, c := range churners {
-			cr.Ops += c.ops
-			cr.Errors += c.errs
-			if cr.FirstError == "" {
-				cr.FirstError = c.err
-			}
-		}
-		res.Candidates = cr
+		res.Candidates = sumCandidates(churners)
 	}
 	if len(watchers) > 0 {
 		res.Watch = finishWatch(watchers, &watchDone, puts.Load())
@@ -289,6 +208,150 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		res.List = lr
 	}
 	return res, nil
+}
+
+// setupAll creates the leases (and, with noise, the noise leases) before
+// the load, and records how long that took.
+func setupAll(ctx context.Context, cfg *Config, hc *fasthttp.HostClient, res *Result, progress io.Writer) error {
+	t := time.Now()
+	n, err := setup(ctx, cfg, hc)
+	res.Created, res.SetupSec = n, time.Since(t).Seconds()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "setup: %d leases (%d created) in %.1fs\n", cfg.Leases, n, res.SetupSec)
+	if cfg.Noise != "" {
+		t := time.Now()
+		n, err := setupNoise(ctx, cfg, hc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "setup: %d noise leases in %s (%d created) in %.1fs\n", cfg.NoiseObjects, cfg.NoiseNamespace, n, time.Since(t).Seconds())
+	}
+	return nil
+}
+
+// startWatchers connects cfg.Watchers watches from the current
+// resourceVersion and runs each under done; when one fails to connect,
+// the ones already connected are closed.
+func startWatchers(ctx context.Context, cfg *Config, hc *fasthttp.HostClient, since time.Time, done *sync.WaitGroup) ([]*watcher, error) {
+	rv, err := listRV(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	var watchers []*watcher
+	for i := 0; i < cfg.Watchers; i++ {
+		w, err := startWatch(ctx, cfg, rv, localAddr(cfg, i), since)
+		if err != nil {
+			for _, w := range watchers {
+				w.conn.Close()
+			}
+			return nil, fmt.Errorf("watcher %d: %w", i, err)
+		}
+		watchers = append(watchers, w)
+		done.Go(w.run)
+	}
+	return watchers, nil
+}
+
+// startLoad starts the renewers (measuring within win) and the
+// LeaseCandidate churners, each under wg until stop is closed.
+func startLoad(cfg *Config, hc *fasthttp.HostClient, win window, stop <-chan struct{}, wg *sync.WaitGroup, puts *atomic.Uint64) ([]*renewer, []*churner) {
+	renewers := make([]*renewer, cfg.Clients)
+	for i := range renewers {
+		renewers[i] = newRenewer(cfg, hc, i, puts)
+		wg.Add(1)
+		go renewers[i].run(stop, win, wg)
+	}
+	churners := make([]*churner, cfg.Candidates)
+	for i := range churners {
+		churners[i] = &churner{cfg: cfg, hc: hc, name: fmt.Sprintf("%scandidate-%03d", cfg.Prefix, i)}
+		wg.Add(1)
+		go churners[i].run(stop, wg)
+	}
+	return renewers, churners
+}
+
+// sample waits for win to start and samples the CPU times of the server
+// (pid) and of this process at both of its ends. It reports false, with
+// nothing sampled, when ctx ends before win starts.
+func (c *cpuSamples) sample(ctx context.Context, pid int, win window) bool {
+	if !sleepUntil(ctx, win.start) {
+		return false
+	}
+	c.server0, c.serverErr0 = procCPU(pid)
+	c.self0, _ = procCPU(0)
+	sleepUntil(ctx, win.end)
+	c.server1, c.serverErr1 = procCPU(pid)
+	c.self1, _ = procCPU(0)
+	c.measured = time.Since(win.start)
+	return true
+}
+
+// cpuSamples are the CPU times of the server and of this process at both
+// ends of the measured window.
+type cpuSamples struct {
+	server0, server1       time.Duration
+	serverErr0, serverErr1 error
+	self0, self1           time.Duration
+	measured               time.Duration
+}
+
+// addRenewals sums the renewers' counters and latencies into r, with the
+// CPU cost per renewal and the server's resource use.
+func (r *Result) addRenewals(cfg *Config, renewers []*renewer, cpu *cpuSamples) error {
+	var all counters
+	for _, rn := range renewers {
+		all.renewals += rn.c.renewals
+		all.conflicts += rn.c.conflicts
+		all.errors += rn.c.errors
+		if all.firstErr == "" {
+			all.firstErr = rn.c.firstErr
+		}
+		all.pair.merge(&rn.c.pair)
+		all.get.merge(&rn.c.get)
+		all.put.merge(&rn.c.put)
+	}
+	r.Renewals, r.Conflicts, r.Errors, r.FirstError = all.renewals, all.conflicts, all.errors, all.firstErr
+	r.RenewalsPerSec = float64(all.renewals) / r.Seconds
+	if cfg.Rate > 0 {
+		r.Offered = cfg.Rate * r.Seconds
+		r.DoneRatio = float64(all.renewals) / r.Offered
+	}
+	r.Latency, r.Get, r.Put = all.pair.summary(), all.get.summary(), all.put.summary()
+	if all.renewals > 0 {
+		r.LoadgenCPUPerRenewalUS = float64((cpu.self1 - cpu.self0).Microseconds()) / float64(all.renewals)
+	}
+	if cfg.ServerPID > 0 {
+		if cpu.serverErr0 != nil || cpu.serverErr1 != nil {
+			return errors.Join(cpu.serverErr0, cpu.serverErr1)
+		}
+		used := cpu.server1 - cpu.server0
+		r.ServerCPUSeconds = used.Seconds()
+		r.ServerCores = used.Seconds() / cpu.measured.Seconds()
+		if all.renewals > 0 {
+			r.ServerCPUPerRenewalUS = float64(used.Microseconds()) / float64(all.renewals)
+		}
+		r.ServerRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmRSS")
+		r.ServerPeakRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmHWM")
+		r.ServerThreads = procThreads(cfg.ServerPID)
+	}
+	r.LoadAvg = firstLine("/proc/loadavg")
+	r.CPUPressure = firstLine("/proc/pressure/cpu")
+	return nil
+}
+
+// sumCandidates totals the LeaseCandidate churners' operations.
+func sumCandidates(churners []*churner) *CandidateResult {
+	cr := &CandidateResult{Candidates: len(churners)}
+	for _, c := range churners {
+		cr.Ops += c.ops
+		cr.Errors += c.errs
+		if cr.FirstError == "" {
+			cr.FirstError = c.err
+		}
+	}
+	return cr
 }
 
 // finishWatch waits (up to 10 s) for every watcher to receive every
