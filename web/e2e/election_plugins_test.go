@@ -107,6 +107,19 @@ func moduleStatus(t *testing.T, ts *testServer, name string) (pluginModule, bool
 	return pluginModule{}, false
 }
 
+// servingModule waits for the first scan of the plugins directory to serve
+// the module of strategy name (the server is ready before the scan ends:
+// the directory's modules load in the background) and returns its status;
+// ok is false if it never served within a minute.
+func servingModule(t *testing.T, ts *testServer, name string) (m pluginModule, ok bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if m, ok = moduleStatus(t, ts, name); (ok && m.Active) || time.Now().After(deadline) {
+			return m, ok
+		}
+	}
+}
+
 func leaseDecisions(t *testing.T, ts *testServer, lease string) []decisionRecord {
 	var d struct{ Items []decisionRecord }
 	uiGet(t, ts, "/ui/api/v1/namespaces/kube-system/leases/"+lease+"/decisions", &d)
@@ -282,7 +295,7 @@ func TestE2EElectionPluginsHostile(t *testing.T) {
 	// A short deadline so that the loop costs the single election worker
 	// little; loaded at start-up (the hot-drop path is the test above).
 	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "200ms")
-	if m, ok := moduleStatus(t, ts, "example.com/hostile"); !ok || !m.Active || m.SHA256 != sum {
+	if m, ok := servingModule(t, ts, "example.com/hostile"); !ok || !m.Active || m.SHA256 != sum {
 		t.Fatalf("hostile module not serving: %+v (log:\n%s)", m, ts.Log())
 	}
 	ctx := context.Background()

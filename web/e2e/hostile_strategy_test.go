@@ -117,7 +117,7 @@ func TestE2EHostileStrategyIsolation(t *testing.T) {
 	// of the input) must fit in it on a loaded machine; the poisoned lease
 	// costs the election worker one such deadline per backoff window.
 	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "1s")
-	if m, ok := moduleStatus(t, ts, selectiveStrategy); !ok || !m.Active || m.SHA256 != sum {
+	if m, ok := servingModule(t, ts, selectiveStrategy); !ok || !m.Active || m.SHA256 != sum {
 		t.Fatalf("selective module not serving: %+v (log:\n%s)", m, ts.Log())
 	}
 	ctx := context.Background()

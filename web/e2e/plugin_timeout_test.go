@@ -94,7 +94,7 @@ func TestE2EPluginTimeoutIsTheDecisionDeadline(t *testing.T) {
 	plugins := t.TempDir()
 	sum := installPlugin(t, plugins, "waiter.wasm", watToWasm(t, waiterWAT()))
 	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "2s")
-	if m, ok := moduleStatus(t, ts, waiterStrategy); !ok || !m.Active || m.SHA256 != sum {
+	if m, ok := servingModule(t, ts, waiterStrategy); !ok || !m.Active || m.SHA256 != sum {
 		t.Fatalf("waiter module not serving: %+v (log:\n%s)", m, ts.Log())
 	}
 	ctx := context.Background()
