@@ -150,14 +150,22 @@ func (n *noise) listLoop(hc *fasthttp.HostClient) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	path := n.big.leasesPath()
 	for !n.stopped() {
-		code, err := do(hc, &n.big, fasthttp.MethodGet, path, nil, req, resp)
-		n.answer("GET", path, code, resp.Body(), err)
-		if err != nil || code != fasthttp.StatusOK {
-			n.backoff()
-		}
+		n.listOnce(hc, req, resp)
 	}
+}
+
+// listOnce lists the noise namespace's leases, counting the answer; after
+// a refusal or an error it backs off and reports false.
+func (n *noise) listOnce(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) bool {
+	path := n.big.leasesPath()
+	code, err := do(hc, &n.big, fasthttp.MethodGet, path, nil, req, resp)
+	n.answer("GET", path, code, resp.Body(), err)
+	if err != nil || code != fasthttp.StatusOK {
+		n.backoff()
+		return false
+	}
+	return true
 }
 
 // watchLoop re-lists the noise namespace and watches every namespace's
@@ -169,12 +177,8 @@ func (n *noise) watchLoop(ctx context.Context, i int) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	path := n.big.leasesPath()
 	for !n.stopped() {
-		code, err := do(hc, &n.big, fasthttp.MethodGet, path, nil, req, resp)
-		n.answer("GET", path, code, resp.Body(), err)
-		if err != nil || code != fasthttp.StatusOK {
-			n.backoff()
+		if !n.listOnce(hc, req, resp) {
 			continue
 		}
 		secs := 1 + rand.IntN(3)
