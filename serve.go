@@ -126,7 +126,12 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err := s.loadPlugins(ctx); err != nil {
 		return err
 	}
-	defer s.plugins.Close(context.WithoutCancel(ctx))
+	// The plugins directory's loader is not part of the background work
+	// waited for below: a module compile cannot be interrupted (a cold Go
+	// guest takes seconds, tens of them on a busy small device), and
+	// shutdown must not wait for it. It touches no storage.
+	var loaderDone chan struct{} // made when the loader starts
+	defer func() { s.closePlugins(ctx, loaderDone) }()
 	electionOpts, first, err := s.newElection()
 	if err != nil {
 		return err
@@ -136,7 +141,11 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	defer background.Wait()
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	background.Go(func() { _ = s.plugins.Run(bgCtx) })
+	loaderDone = make(chan struct{})
+	go func() {
+		defer close(loaderDone)
+		_ = s.plugins.Run(bgCtx)
+	}()
 	background.Go(func() { s.leadElection(bgCtx, electionOpts, first) })
 
 	wopts := s.webOptions(sec)
@@ -165,6 +174,28 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		logger.Info("Stopped serving")
 	}
 	return err
+}
+
+// pluginLoaderShutdownWait bounds how long shutdown waits for the plugins
+// directory's loader to notice it is over.
+const pluginLoaderShutdownWait = 2 * time.Second
+
+// closePlugins releases the strategy modules' runtime once the loader
+// has stopped; a loader still compiling a module is left to the process's
+// exit (nothing it writes is half-written: the compilation cache renames
+// its files into place).
+func (s *server) closePlugins(ctx context.Context, loaderDone <-chan struct{}) {
+	if loaderDone == nil { // it never started
+		_ = s.plugins.Close(context.WithoutCancel(ctx))
+		return
+	}
+	select {
+	case <-loaderDone:
+		_ = s.plugins.Close(context.WithoutCancel(ctx))
+	case <-time.After(pluginLoaderShutdownWait):
+		s.log.Warn("Stopping while a strategy module compiles; not waiting for it",
+			"component", "plugins", "waited", pluginLoaderShutdownWait.String())
+	}
 }
 
 // startEngine starts the Kubernetes semantics over the store.
@@ -216,9 +247,10 @@ func (s *server) newElection() (election.Options, *election.Controller, error) {
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
 		DecideTimeout: s.cfg.PluginTimeout,
-		// Decide only once the plugins directory's modules are loaded
-		// (bounded by the controller's StrategiesLoadWait), so that a
-		// custom strategy is not judged missing at every start.
+		// A lease whose strategy is not served yet waits for the plugins
+		// directory's first load (bounded by the controller's
+		// StrategiesLoadWait), so that a custom strategy is not judged
+		// missing at every start.
 		StrategiesLoaded: s.plugins.Loaded(),
 		FirstGrantWait:   s.cfg.FirstGrantWait}
 	if fb, ok := s.plugins.Builtin(abi.BuiltinStrategy); ok {

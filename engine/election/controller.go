@@ -173,9 +173,7 @@ func (c *Controller) signal() {
 // until the next deadline or event. One worker, as upstream, so that two
 // decisions on one lease never race.
 func (c *Controller) runWorker(ctx context.Context) {
-	if !c.awaitStrategies(ctx) {
-		return
-	}
+	c.watchStrategies(ctx)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	resync := time.NewTicker(c.opts.ResyncPeriod)

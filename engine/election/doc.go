@@ -58,9 +58,10 @@
 //     the expiry of a lease nobody leads (upstream). Exactly one of the
 //     holder's confirming renewal and the move succeeds; client-go and
 //     leasehold run --candidate lead only after their renewal succeeded.
-//   - Nothing is decided before the strategy modules are loaded
-//     (Options.StrategiesLoaded, bounded by StrategiesLoadWait; then a
-//     lease whose module is still missing gets the fallback, audited).
+//   - A lease whose strategy is missing is not decided before the
+//     strategy modules are loaded (Options.StrategiesLoaded, bounded by
+//     StrategiesLoadWait; then it gets the fallback, audited); a lease
+//     whose strategy is served is decided at once.
 //   - A candidate that cannot be served (no renewTime, expired, ignoring
 //     pings, strategy without a module, left out of the ranking) is
 //     logged once per reason and recorded ("unserved") in the decision

@@ -209,8 +209,10 @@ func TestFirstGrantWaitsForPingRound(t *testing.T) {
 }
 
 // TestWaitsForStrategiesLoaded: until the registry says its modules are
-// loaded the controller decides nothing (no abstention for a strategy
-// that is merely loading) and is not ready; then the module decides.
+// loaded the controller leaves a lease whose strategy is missing alone
+// (no abstention for a strategy that is merely loading) and is not ready,
+// while a lease whose strategy is built in is decided at once; then the
+// module decides.
 func TestWaitsForStrategiesLoaded(t *testing.T) {
 	t.Parallel()
 	opts := fastOptions()
@@ -220,9 +222,15 @@ func TestWaitsForStrategiesLoaded(t *testing.T) {
 	env := newEnv(t, opts)
 	env.joinWith("a", "sched", "1.30.0", "1.30.0", "example.com/newest")
 	env.joinWith("b", "sched", "1.31.0", "1.31.0", "example.com/newest")
+	env.join("builtin", "kcm", "1.30.0", "1.30.0")
 	env.run()
 	env.candidateSynced("a")
 	env.candidateSynced("b")
+	env.eventually(5*time.Second, "the built-in strategy's lease granted during the load",
+		func() bool { return env.holder("kcm") == "builtin" })
+	if h := env.holder("sched"); h != "" {
+		t.Fatalf("sched granted to %q before its module loaded", h)
+	}
 	if err := env.c.Deciding(); err == nil || !strings.Contains(err.Error(), "strategy modules") {
 		t.Fatalf("Deciding before the modules loaded = %v", err)
 	}

@@ -39,9 +39,13 @@ const (
 	// grant rather than the first to register. Upstream waits its whole
 	// electionDuration (5 s) on every decision.
 	DefaultFirstGrantWait = 300 * time.Millisecond
-	// DefaultStrategiesLoadWait bounds how long the controller waits for
-	// Options.StrategiesLoaded before it starts deciding anyway.
-	DefaultStrategiesLoadWait = 5 * time.Second
+	// DefaultStrategiesLoadWait bounds how long a lease whose strategy is
+	// missing waits for Options.StrategiesLoaded before the fallback
+	// decides it. Leases whose strategy is served do not wait. Compiling a
+	// cold Go guest takes seconds on a small or busy device; a lease left
+	// alone that long keeps its holder (renewals need no decision), so
+	// only a vacant one waits, and a wrong first grant is worse.
+	DefaultStrategiesLoadWait = 30 * time.Second
 	// DefaultGrantDuration is upstream's defaultLeaseDurationSeconds: the
 	// leaseDurationSeconds written with a grant, a "time to take over" for
 	// the new holder, which then writes its own duration.
@@ -112,11 +116,11 @@ type Options struct {
 
 	// StrategiesLoaded, when not nil, is closed once Registry serves every
 	// strategy module it will serve at start (plugins/host's Loaded: the
-	// first scan of the plugins directory). The controller decides nothing
-	// before, so that it never judges a strategy missing whose module is
-	// still loading; after StrategiesLoadWait it starts anyway, and a lease
-	// whose strategy is still missing is decided by Fallback, audited as a
-	// fallback, until the module arrives.
+	// first scan of the plugins directory). Until then a lease whose
+	// strategy the registry does not serve is left alone, so that the
+	// controller never judges a strategy missing whose module is still
+	// loading; after StrategiesLoadWait such a lease is decided by
+	// Fallback, audited as a fallback, until the module arrives.
 	StrategiesLoaded   <-chan struct{}
 	StrategiesLoadWait time.Duration
 

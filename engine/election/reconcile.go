@@ -107,8 +107,15 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 	// Read before the lookup: a reload between the two then makes the
 	// decision count as older than its Resync, never the reverse.
 	resyncs := c.resyncs.Load()
-	s, ok := c.lookup(strategy)
-	if !ok {
+	s, found := c.lookup(strategy)
+	if found == strategyPending {
+		// Its module may be among those still loading: left alone, and
+		// decided by the Resync at the end of the load (nothing recorded:
+		// waiting a few seconds at start is not an incident).
+		m.last = nil
+		return next
+	}
+	if found == strategyMissing {
 		m.last = nil
 		for _, e := range valid {
 			if string(e.obj.Spec.Strategy) == strategy {

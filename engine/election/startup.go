@@ -10,16 +10,23 @@ import (
 )
 
 // At start the strategy modules of the plugins directory are still being
-// read and compiled (a few hundred milliseconds, seconds for a cold Go
-// guest) while the caches sync in tens of milliseconds. Deciding at once
-// would judge every custom strategy missing: the lease left alone, an
-// alarming log line at every start, and the first grant a decision
-// later. So the worker waits for Options.StrategiesLoaded, bounded by
-// StrategiesLoadWait: a directory that takes longer must not keep every
-// lease leaderless, so then the controller decides, and a lease whose
-// module is still missing gets the fallback (which never preempts),
-// recorded as a fallback whose cause says so, until the load ends and a
-// Resync re-decides with the real module.
+// read and compiled (a few hundred milliseconds; seconds, or tens of them
+// on a small or busy device, for a cold Go guest) while the caches sync
+// in tens of milliseconds. Deciding at once would judge every custom
+// strategy missing: the lease left alone, an alarming log line at every
+// start, and the first grant a decision later. Waiting for the whole
+// directory before deciding anything would instead hold up leases whose
+// strategy is built in.
+//
+// So the wait is per lease: a lease whose strategy the registry serves is
+// decided at once; a lease whose strategy is missing while the first load
+// runs is left alone, quietly (no abstention, no log line), and decided
+// by a Resync when the load ends. The load is bounded by
+// StrategiesLoadWait: a directory that takes longer must not keep a lease
+// leaderless, so then a lease whose module is still missing gets the
+// fallback (which never preempts), recorded as a fallback whose cause
+// says so, until the load ends and a Resync re-decides with the real
+// module.
 
 // Where the wait for the strategy modules stands.
 const (
@@ -33,30 +40,41 @@ const (
 // the wait for the strategy modules timed out.
 var errStrategiesLoading = errors.New("the strategy modules have not finished loading")
 
-// awaitStrategies blocks until the strategy modules loaded or the wait is
-// over; it reports false when ctx ended first.
-func (c *Controller) awaitStrategies(ctx context.Context) bool {
+// watchStrategies follows the first load of the strategy modules: it
+// marks them loaded (or late, once StrategiesLoadWait is over) and
+// re-decides every lease at each change, for the leases that waited.
+func (c *Controller) watchStrategies(ctx context.Context) {
 	loaded := c.opts.StrategiesLoaded
 	if loaded == nil {
 		c.strategies.Store(strategiesLoaded)
-		return true
+		return
 	}
-	start := c.now()
-	timer := time.NewTimer(c.opts.StrategiesLoadWait)
-	defer timer.Stop()
 	select {
-	case <-ctx.Done():
-		return false
 	case <-loaded:
+		// Loaded before the worker started: nothing waited.
 		c.strategies.Store(strategiesLoaded)
-		c.log.Debug("Strategy modules loaded; electing", "waited", c.now().Sub(start).Round(time.Millisecond).String())
-		return true
-	case <-timer.C:
+		return
+	default:
 	}
-	c.strategies.Store(strategiesLate)
-	c.log.Warn("Strategy modules still loading; electing now, with the fallback strategy where a lease's module is missing",
-		"waited", c.opts.StrategiesLoadWait.String())
 	go func() {
+		start := c.now()
+		timer := time.NewTimer(c.opts.StrategiesLoadWait)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-loaded:
+			c.strategies.Store(strategiesLoaded)
+			c.log.Debug("Strategy modules loaded; deciding the leases that waited for them",
+				"waited", c.now().Sub(start).Round(time.Millisecond).String())
+			c.Resync()
+			return
+		case <-timer.C:
+		}
+		c.strategies.Store(strategiesLate)
+		c.log.Warn("Strategy modules still loading; the fallback strategy decides where a lease's module is missing",
+			"waited", c.opts.StrategiesLoadWait.String())
+		c.Resync()
 		select {
 		case <-ctx.Done():
 		case <-loaded:
@@ -65,12 +83,11 @@ func (c *Controller) awaitStrategies(ctx context.Context) bool {
 			c.Resync()
 		}
 	}()
-	return true
 }
 
-// Deciding reports nil once the controller makes decisions: both caches
-// synced and the strategy modules loaded (or the wait for them over).
-// It is the election controller's readiness.
+// Deciding reports nil once the controller makes every decision: both
+// caches synced and the strategy modules loaded (or the wait for them
+// over). It is the election controller's readiness.
 func (c *Controller) Deciding() error {
 	switch {
 	case !c.Synced():
@@ -81,17 +98,30 @@ func (c *Controller) Deciding() error {
 	return nil
 }
 
+// strategyLookup is what lookup found for a strategy name.
+type strategyLookup int
+
+const (
+	strategyFound strategyLookup = iota
+	// strategyPending: missing while the first load runs; decided later.
+	strategyPending
+	strategyMissing
+)
+
 // lookup resolves the candidates' strategy. While the modules are late,
 // a missing one resolves to a stand-in that fails, so that the fallback
 // decides and the decision history says why.
-func (c *Controller) lookup(strategy string) (abi.Strategy, bool) {
+func (c *Controller) lookup(strategy string) (abi.Strategy, strategyLookup) {
 	if s, ok := c.opts.Registry.Lookup(strategy); ok {
-		return s, true
+		return s, strategyFound
 	}
-	if c.strategies.Load() == strategiesLate {
-		return notLoaded{name: strategy}, true
+	switch c.strategies.Load() {
+	case strategiesLate:
+		return notLoaded{name: strategy}, strategyFound
+	case strategiesWaiting:
+		return nil, strategyPending
 	}
-	return nil, false
+	return nil, strategyMissing
 }
 
 // notLoaded stands for a strategy whose module may still be loading.

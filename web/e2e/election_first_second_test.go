@@ -33,6 +33,13 @@ import (
 // a loaded machine needs.
 const fsLoose = 3500 * time.Millisecond
 
+// fsFirstLeader bounds the first leader after candidates start together.
+// A wasted first grant shows as the wrong first leader (checked apart);
+// this bound only catches a controller that waited a whole grant cycle
+// (5 s grant + 4 s lease), and leaves room for starting three processes
+// on a machine loaded by other tests (3.7 s seen under two CPU burners).
+const fsFirstLeader = 2 * fsLoose
+
 // fsMember is one of the three candidates, in the order they start: the
 // worst-ranked first, so that a controller that grants to the first
 // candidate it sees picks the wrong one.
@@ -104,8 +111,8 @@ func TestE2EFirstSecondClientGo(t *testing.T) {
 	if who != "m-130" {
 		t.Errorf("first leader = %s, want the best candidate m-130 (decisions: %s)", who, decisionSummary(t, ts, "kube-system", lease))
 	}
-	if d := at.Sub(start); d > fsLoose {
-		t.Errorf("first leader after %v, want well under a lease duration (decisions: %s)", d, decisionSummary(t, ts, "kube-system", lease))
+	if d := at.Sub(start); d > fsFirstLeader {
+		t.Errorf("first leader after %v, want well under a grant cycle (decisions: %s)", d, decisionSummary(t, ts, "kube-system", lease))
 	}
 
 	// 2. Server restart (SIGKILL, restarted at once) under the running
@@ -201,8 +208,8 @@ func TestE2EFirstSecondRun(t *testing.T) {
 	if first.id != "m-130" {
 		t.Errorf("first leader = %s, want the best candidate m-130 (decisions: %s)", first.id, decisionSummary(t, ts, "default", lease))
 	}
-	if d := first.at.Sub(begin); d > fsLoose {
-		t.Errorf("first leader after %v, want well under a lease duration", d)
+	if d := first.at.Sub(begin); d > fsFirstLeader {
+		t.Errorf("first leader after %v, want well under a grant cycle", d)
 	}
 
 	// 2. Server restart under the running runners.

@@ -156,7 +156,7 @@ func TestE2EElectionPluginsHotSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := installPlugin(t, plugins, "newest-binary-version.wasm", wasm)
-	eventually(t, 15*time.Second, "example module loaded", func() (bool, string) {
+	eventually(t, time.Minute, "example module loaded", func() (bool, string) {
 		m, ok := moduleStatus(t, ts, newestStrategy)
 		return ok && m.Active && m.SHA256 == sum, fmt.Sprintf("%+v", m)
 	})

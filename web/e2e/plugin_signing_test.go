@@ -86,12 +86,12 @@ func TestE2EPluginSigning(t *testing.T) {
 	// The module arrives before its signature: refused, then loaded.
 	const file = "newest-binary-version.wasm"
 	sum := installPlugin(t, plugins, file, wasm)
-	eventually(t, 20*time.Second, "unsigned module refused", func() (bool, string) {
+	eventually(t, time.Minute, "unsigned module refused", func() (bool, string) {
 		m, ok := moduleByFile(t, ts, file)
 		return ok && m.State == "refused: missing signature", m.State
 	})
 	installPlugin(t, plugins, file+".sig", sig)
-	eventually(t, 20*time.Second, "signed module loaded", func() (bool, string) {
+	eventually(t, time.Minute, "signed module loaded", func() (bool, string) {
 		m, ok := moduleByFile(t, ts, file)
 		return ok && m.State == "loaded" && m.Active && m.SHA256 == sum && m.SignerKeyID == keyID[1], m.State
 	})
