@@ -57,9 +57,9 @@ func (m *Member) removalBlocked(ctx context.Context, name string, target *member
 			}
 		}
 	}
-	who := fmt.Sprintf("%s answer", listOrNone(answer))
+	who := listOrNone(answer) + plural(len(answer), " answers", " answer")
 	if len(silent) > 0 {
-		who += fmt.Sprintf("; %s do not", strings.Join(silent, ", "))
+		who += "; " + strings.Join(silent, ", ") + plural(len(silent), " does not", " do not")
 	}
 	if quorum := voters/2 + 1; up < quorum {
 		return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d (%s), "+
@@ -86,9 +86,16 @@ func (m *Member) removalBlocked(ctx context.Context, name string, target *member
 	case errors.Is(cause, rpctypes.ErrUnhealthy):
 		why = fmt.Sprintf("etcd changes membership only once this member has been connected to a quorum for 5s (a member just stopped or started; %s)", who)
 	default:
-		why = fmt.Sprintf("the removal did not complete (%v) while the cluster changes leader (%s)", cause, who)
+		why = fmt.Sprintf("the removal did not complete within %s (%v), as when the leader it went to has just died (%s)", removeTimeout, cause, who)
 	}
 	return fmt.Errorf("cluster: cannot remove %s yet (%w): %s", name, clusterapi.ErrTryAgain, why)
+}
+
+func plural(n int, one, more string) string {
+	if n == 1 {
+		return one
+	}
+	return more
 }
 
 func listOrNone(names []string) string {

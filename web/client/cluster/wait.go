@@ -17,7 +17,8 @@ import (
 // until it has been connected to a quorum for a while), it tries again
 // until ctx ends, printing what it waits for to progress: at the first
 // wait, when the reason changes, and every 5 seconds. Any other answer,
-// a missing quorum included, ends it at once.
+// a missing quorum included, ends it at once. A member gone after a wait
+// was removed by an earlier attempt, applied after its answer.
 func RemoveWaiting(ctx context.Context, c *lease.Client, name string, progress io.Writer) error {
 	start := time.Now()
 	bound := "no bound"
@@ -26,8 +27,14 @@ func RemoveWaiting(ctx context.Context, c *lease.Client, name string, progress i
 	}
 	var said string
 	var saidAt time.Time
-	for {
+	for waited := false; ; waited = true {
 		err := Remove(ctx, c, name)
+		if waited && lease.IsNotFound(err) {
+			// An attempt the member answered "try again" may still have
+			// been applied, once the new leader committed it.
+			fmt.Fprintf(progress, "the member is gone: an earlier attempt removed it\n")
+			return nil
+		}
 		retry, ok := tryAgain(err)
 		if !ok {
 			return err
