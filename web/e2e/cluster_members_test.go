@@ -128,6 +128,9 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 	ts = serve(addr(3), "--listen", addr(3))
 	stop(ts)
 	ts = serve(addr(3))
+	if code, out, errOut := runCLI(t, "healthcheck", "--data-dir", dir); code != 0 {
+		t.Errorf("healthcheck --data-dir alone (the recorded %s): exit %d: %s%s", addr(3), code, out, errOut)
+	}
 	stop(ts)
 
 	// A new peer URL is refused, saying why, and changes nothing.
