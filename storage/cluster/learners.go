@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -101,14 +102,7 @@ func (m *Member) checkLearners() {
 	learners := m.learnerList()
 	reachable := make(map[uint64]bool, len(learners))
 	for _, mem := range learners {
-		ok := false
-		if len(mem.ClientURLs) > 0 {
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			_, err := m.client.Status(sctx, mem.ClientURLs[0])
-			scancel()
-			ok = err == nil
-		}
-		reachable[uint64(mem.ID)] = ok
+		reachable[uint64(mem.ID)] = m.learnerAnswers(ctx, mem)
 	}
 	now := time.Now()
 	m.learners.observe(reachable, now)
@@ -128,6 +122,31 @@ func (m *Member) checkLearners() {
 			"learner", learnerName(mem), "id", mem.ID.String(), "peer_urls", strings.Join(mem.PeerURLs, ","),
 			"unreachable_for", d.Round(time.Second).String(), "bound", m.learners.after.String())
 	}
+}
+
+// learnerAnswers reports whether learner mem's member runs: its client
+// URL answers a status request, or, while it catches up (its client
+// listener serves only once it applied its own start), its peer listener
+// answers over the cluster's mutual TLS.
+func (m *Member) learnerAnswers(ctx context.Context, mem *membership.Member) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if len(mem.ClientURLs) > 0 {
+		if _, err := m.client.Status(ctx, mem.ClientURLs[0]); err == nil {
+			return true
+		}
+	}
+	for _, u := range mem.PeerURLs {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/version", nil)
+		if err != nil {
+			continue
+		}
+		if resp, err := m.peerHTTP.Do(req); err == nil {
+			resp.Body.Close()
+			return true // any answer: the member's peer server runs
+		}
+	}
+	return false
 }
 
 // staleInfo is how Status shows learner mem when it does not answer.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"sort"
@@ -64,6 +65,9 @@ type Member struct {
 	// background ends before Close closes the client.
 	learners   *learnerWatch
 	background sync.WaitGroup
+	// peerHTTP asks other members' peer listeners whether they run, with
+	// this member's certificate.
+	peerHTTP *http.Client
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -145,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		m.Close()
 		return nil, err
 	}
+	m.peerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}
 	m.background.Go(m.watchLearners)
 	return m, nil
 }

@@ -229,7 +229,7 @@ func TestClusterStaleLearner(t *testing.T) {
 	t.Parallel()
 	ports := freeLoopbackPorts(t, 6)
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	const bound = 8 * time.Second
+	const bound = 5 * time.Second
 	m1 := &clusterMember{name: "m1", dataDir: t.TempDir(), args: []string{"--cluster-init", "--cluster-token", "e2e-cluster-token",
 		"--member-name", "m1", "--peer-listen", addr(0), "--cluster-client-listen", addr(1), "--cluster-stale-learner-after", bound.String()}}
 	m1.start(t)
