@@ -485,6 +485,9 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 	if m.etcd.Server.Leader() == 0 {
 		return m.removalBlocked(ctx, name, target, nil)
 	}
+	if err := m.leaderSilent(ctx, name, target); err != nil {
+		return err
+	}
 	// Without a leader the request fails at once instead of waiting.
 	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
 	if err != nil {

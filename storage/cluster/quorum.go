@@ -25,6 +25,34 @@ func waitable(err error) bool {
 		errors.Is(err, rpctypes.ErrLeaderChanged)
 }
 
+// errLeaderSilent is the cause of a removal not sent: the leader this
+// member follows does not answer.
+type errLeaderSilent struct{ name string }
+
+func (e errLeaderSilent) Error() string { return "the leader " + e.name + " does not answer" }
+
+// leaderSilent fails a removal at once (removalBlocked) when the raft
+// leader this member follows does not answer a status request within a
+// second: right after the leader's member died, the others still follow
+// it until their election timeout, and a removal sent to it would only
+// time out.
+func (m *Member) leaderSilent(ctx context.Context, name string, target *membership.Member) error {
+	lead := m.etcd.Server.Leader()
+	if lead == 0 || lead == m.etcd.Server.MemberID() {
+		return nil
+	}
+	mem := m.etcd.Server.Cluster().Member(lead)
+	if mem == nil || len(mem.ClientURLs) == 0 {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := m.client.Status(sctx, mem.ClientURLs[0]); err == nil {
+		return nil
+	}
+	return m.removalBlocked(ctx, name, target, errLeaderSilent{name: mem.Name})
+}
+
 // removalBlocked says truthfully why target (asked for as name) was not
 // removed; cause is etcd's error (nil when this member knows no leader).
 // Without a quorum of voting members answering, or when the removal
@@ -80,7 +108,11 @@ func (m *Member) removalBlocked(ctx context.Context, name string, target *member
 			name, ErrNoQuorum, remainingUp, remaining, need, who, name)
 	}
 	var why string
+	var gone errLeaderSilent
 	switch {
+	case errors.As(cause, &gone):
+		why = fmt.Sprintf("%s (it may just have died): %d of %d voting members answer (%s), enough for a quorum of %d, and elect a new one",
+			gone, up, voters, who, voters/2+1)
 	case cause == nil || m.etcd.Server.Leader() == 0 || errors.Is(cause, rpctypes.ErrNoLeader):
 		why = fmt.Sprintf("no raft leader yet: %d of %d voting members answer (%s), enough for a quorum of %d, and are electing one", up, voters, who, voters/2+1)
 	case errors.Is(cause, rpctypes.ErrUnhealthy):
