@@ -27,8 +27,14 @@ func RemoveWaiting(ctx context.Context, c *lease.Client, name string, progress i
 	}
 	var said string
 	var saidAt time.Time
+	var last error // the last "try again"
 	for waited := false; ; waited = true {
 		err := Remove(ctx, c, name)
+		if last != nil && ctx.Err() != nil {
+			// The bound passed during the attempt: the reason waited for
+			// says more than the context's error.
+			return fmt.Errorf("%w (gave up after %s)", last, time.Since(start).Round(100*time.Millisecond))
+		}
 		if waited && lease.IsNotFound(err) {
 			// An attempt the member answered "try again" may still have
 			// been applied, once the new leader committed it.
@@ -39,6 +45,7 @@ func RemoveWaiting(ctx context.Context, c *lease.Client, name string, progress i
 		if !ok {
 			return err
 		}
+		last = err
 		if msg := err.Error(); msg != said || time.Since(saidAt) >= 5*time.Second {
 			fmt.Fprintf(progress, "waiting (%s of %s): %s\n", time.Since(start).Round(100*time.Millisecond), bound, msg)
 			said, saidAt = msg, time.Now()
