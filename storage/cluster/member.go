@@ -407,6 +407,12 @@ func (m *Member) AddLearner(ctx context.Context, name, peerURL string) (Admitted
 		return Admitted{}, fmt.Errorf("cluster: member list: %w", err)
 	}
 	for _, mem := range list.Members {
+		if mem.Name == name && mem.IsLearner {
+			// A learner of that name that never got promoted (its
+			// device died halfway, and rejoins afresh): it goes once
+			// stale, and the joiner retries until then.
+			return Admitted{}, m.learnersInTheWay(name, fmt.Errorf("a learner named %q exists", name))
+		}
 		if mem.Name == name {
 			return Admitted{}, fmt.Errorf("cluster: a member named %q exists: %w", name, ErrMemberExists)
 		}
