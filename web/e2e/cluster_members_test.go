@@ -271,6 +271,7 @@ func TestClusterStaleLearner(t *testing.T) {
 		return false, fmt.Sprintf("%+v", st)
 	})
 	code, table, errOut := runCLI(t, "cluster", "status", "--timeout", "5s", "--kubeconfig", m1.ts.Kubeconfig)
+	t.Logf("cluster status:\n%s", table)
 	if code != 0 || !strings.Contains(table, "stale learner (not started)") || !strings.Contains(table, "and 1 learner(s)") {
 		t.Errorf("cluster status (exit %d, %s) does not show the stale learner:\n%s", code, errOut, table)
 	}
@@ -286,6 +287,12 @@ func TestClusterStaleLearner(t *testing.T) {
 		}
 	})
 	t.Logf("MEASURED: the next joiner got in %v after the first died halfway (stale learners removed after %v)", joined.Round(time.Millisecond), bound)
+	for line := range strings.Lines(m2.ts.Log()) {
+		if strings.Contains(line, "one learner at a time") {
+			t.Logf("the joiner was told: %s", line)
+			break
+		}
+	}
 	for _, want := range []string{"one learner at a time", "peer URL https://" + addr(2), "has not answered for", "(503)"} {
 		if !strings.Contains(m2.ts.Log(), want) {
 			t.Errorf("the joiner's log does not say %q", want)
