@@ -7,9 +7,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/leasehold/leasehold/engine"
@@ -17,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/host"
+	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web/security"
 )
 
@@ -47,7 +50,7 @@ command, or with flags only, is "leasehold serve".`
 
 func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	var cfg serveConfig
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on; recorded in the data directory, so that a restart without it serves where the last start did")
 	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
 	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
@@ -70,6 +73,8 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := fs.ParseNoArgs(args); err != nil {
 		return cfg, err
 	}
+	given := givenFlags(fs)
+	cfg.Storage.Cluster.Given = cluster.NewGivenFlags(given)
 	if err := cfg.Observability.Validate(); err != nil {
 		return cfg, err
 	}
@@ -80,13 +85,16 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if e := cfg.Engine; e.EventTTL <= 0 || e.EventMaxCount <= 0 || e.EventMaxBytes <= 0 {
 		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
 	}
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		return cfg, fmt.Errorf("invalid --listen %q: %w", cfg.Listen, err)
-	}
 	if cfg.DataDir == "" {
 		return cfg, errors.New("--data-dir must not be empty")
 	}
 	cfg.Layout = datadir.At(cfg.DataDir)
+	if err := cfg.resolveListen(given["listen"]); err != nil {
+		return cfg, err
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return cfg, fmt.Errorf("invalid --listen %q: %w", cfg.Listen, err)
+	}
 	if cfg.WriteKubeconfig == "" {
 		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
 	}
@@ -126,5 +134,42 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if cfg.StorageMode, err = cfg.Storage.Resolve(cfg.Layout); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Security.Validate(cfg.Listen)
+	if err := cfg.Security.Validate(cfg.Listen); err != nil {
+		if cfg.ListenFromRecord {
+			return cfg, fmt.Errorf("%w (--listen %s is the address the last start served at, recorded in %s: give --listen to serve elsewhere)",
+				err, cfg.Listen, cfg.Layout.AddressesFile())
+		}
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// givenFlags are the flags given on the command line or through their
+// environment twins: the ones a restart applies over what the data
+// directory recorded, where the others' defaults would not.
+func givenFlags(fs *cli.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := os.LookupEnv(cli.EnvName(f.Name)); ok {
+			given[f.Name] = true
+		}
+	})
+	return given
+}
+
+// resolveListen serves the API where the last start on the data directory
+// did when --listen is not given (a restart with --data-dir alone), and
+// at --listen when it is: moving the API is always safe (the kubeconfig
+// is rewritten for it), and serve records the new address once it listens.
+func (cfg *serveConfig) resolveListen(given bool) error {
+	rec, err := cfg.Layout.LoadAddresses()
+	if err != nil {
+		return err
+	}
+	cfg.ListenRecorded = rec.Listen
+	if !given && rec.Listen != "" {
+		cfg.Listen, cfg.ListenFromRecord = rec.Listen, true
+	}
+	return nil
 }

@@ -36,6 +36,11 @@ import (
 // serve": the server's own flags here, the rest by concern.
 type serveConfig struct {
 	Listen string
+	// ListenRecorded is where the last start on the data directory served
+	// ("" when none is recorded); ListenFromRecord says Listen is it,
+	// since --listen was not given.
+	ListenRecorded   string
+	ListenFromRecord bool
 	// DataDir is --data-dir; Layout names every file under it.
 	DataDir         string
 	Layout          datadir.Layout
@@ -340,6 +345,10 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	serverURL := security.ServerURL(sec.Scheme(), ln.Addr().String())
+	if err := s.recordListen(); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
 	if path := s.cfg.WriteKubeconfig; path != "-" {
 		if err := sec.WriteKubeconfig(path, serverURL, s.log); err != nil {
 			ln.Close()
@@ -347,6 +356,22 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		}
 	}
 	return ln, serverURL, nil
+}
+
+// recordListen records --listen in the data directory once the server
+// listens there, so that a restart without it serves at the same address.
+func (s *server) recordListen() error {
+	if s.cfg.Listen == s.cfg.ListenRecorded {
+		return nil
+	}
+	if s.cfg.ListenRecorded != "" {
+		s.log.Info("The API moved; the new address is recorded for restarts", "listen", s.cfg.Listen,
+			"before", s.cfg.ListenRecorded, "file", s.cfg.Layout.AddressesFile())
+	}
+	if err := s.cfg.Layout.SaveAddresses(datadir.Addresses{Listen: s.cfg.Listen}); err != nil {
+		return fmt.Errorf("record the API's address: %w", err)
+	}
+	return nil
 }
 
 // serveUntilDone serves on ln until ctx is done, or until a cluster

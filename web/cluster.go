@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
@@ -38,7 +39,8 @@ type Cluster interface {
 	// Status reports the members.
 	Status(ctx context.Context) (clusterapi.Status, error)
 	// Remove removes a member by name; clusterapi.ErrNoSuchMember answers
-	// 404, and ErrNoQuorum 503 with its message, which says what to do.
+	// 404, ErrNoQuorum 503 with its message, which says what to do, and
+	// ErrTryAgain (no leader yet) 503 with Retry-After.
 	Remove(ctx context.Context, name string) error
 }
 
@@ -77,6 +79,10 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 		if err := c.Remove(ctx, name); err != nil {
 			if errors.Is(err, clusterapi.ErrNoSuchMember) {
 				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
+				return
+			}
+			if errors.Is(err, clusterapi.ErrTryAgain) {
+				s.api.WriteError(rc, tryAgain(err))
 				return
 			}
 			if errors.Is(err, clusterapi.ErrNoQuorum) {
@@ -123,6 +129,8 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		switch {
 		case errors.Is(err, clusterapi.ErrMemberExists):
 			s.api.WriteError(rc, apierrors.NewConflict(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, req.Name, err))
+		case errors.Is(err, clusterapi.ErrTryAgain):
+			s.api.WriteError(rc, tryAgain(err))
 		default:
 			s.api.WriteError(rc, apierrors.NewInternalError(err))
 		}
@@ -135,6 +143,14 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		s.log.Info("Admitted a member", "member", req.Name, "peer_url", req.PeerURL, "remote", rc.RemoteIP().String())
 	}
 	writeJSON(rc, resp)
+}
+
+// tryAgain is the 503 of an operation that cannot run yet but will: its
+// Retry-After tells "leasehold cluster remove" and a joiner to try again.
+func tryAgain(err error) *apierrors.StatusError {
+	se := apierrors.NewServiceUnavailable(err.Error())
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
 }
 
 func writeJSON(rc *fasthttp.RequestCtx, v any) {

@@ -68,6 +68,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.Name, "member-name", "", "the embedded etcd member's `name`, unique in the cluster (default: host name and peer port)")
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
 	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
+	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
@@ -198,6 +199,7 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 	}
 	mc := &p.Config
 	mc.Logger, mc.EtcdLogger = o.ClusterLogger, o.EtcdLogger
+	mc.StaleLearnerAfter = c.Cluster.StaleLearnerAfter
 	if err := p.PrepareData(ctx, boltdb.ExportFile, o.Logger); err != nil {
 		return nil, "", err
 	}

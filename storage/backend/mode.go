@@ -122,6 +122,9 @@ func (c *Config) validateMember() error {
 	if cl.RequestTimeout <= 0 {
 		return fmt.Errorf("invalid --cluster-request-timeout %s: must be positive", cl.RequestTimeout)
 	}
+	if cl.StaleLearnerAfter <= 0 {
+		return fmt.Errorf("invalid --cluster-stale-learner-after %s: must be positive", cl.StaleLearnerAfter)
+	}
 	return nil
 }
 

@@ -27,7 +27,27 @@ type Flags struct {
 	// RequestTimeout bounds each storage request of a member, so that one
 	// cut off from its quorum answers errors instead of hanging.
 	RequestTimeout time.Duration
+	// StaleLearnerAfter is how long a learner may stay unreachable (added
+	// by a join that never started it, or started and lost before its
+	// promotion) before the etcd leader's member removes it.
+	StaleLearnerAfter time.Duration
+	// Given are the flags given (on the command line or by their
+	// environment twins), not left at their defaults: a restart applies a
+	// given address over the recorded one, or refuses it. nil: none.
+	Given *GivenFlags
 }
+
+// GivenFlags are the names of the flags given to a start.
+type GivenFlags struct{ names map[string]bool }
+
+// NewGivenFlags is the set of the flags called names.
+func NewGivenFlags(names map[string]bool) *GivenFlags { return &GivenFlags{names: names} }
+
+// Has reports whether the flag called name was given.
+func (g *GivenFlags) Has(name string) bool { return g != nil && g.names[name] }
+
+// given reports whether the flag called name was given.
+func (f *Flags) given(name string) bool { return f.Given.Has(name) }
 
 // givenToken is the token of --cluster-token-file or --cluster-token (""
 // when neither is given). It is read once per start, by whichever of

@@ -8,14 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -39,6 +40,10 @@ type Config struct {
 	// StartTimeout bounds the wait for the member to be ready (it needs a
 	// quorum) and, for a joiner, to be promoted from learner.
 	StartTimeout time.Duration
+	// StaleLearnerAfter bounds how long a learner may stay unreachable
+	// before the etcd leader's member removes it (default
+	// DefaultStaleLearnerAfter).
+	StaleLearnerAfter time.Duration
 	// Logger receives the member's own messages and its etcd clients'
 	// (labelled "etcd client: ..."); EtcdLogger the etcd server's lines
 	// (default Logger), so that the caller labels them (component=etcd).
@@ -56,6 +61,13 @@ type Member struct {
 	// closing lowers the etcd server's log to debug once Close began:
 	// its listeners then fail as they are meant to.
 	closing *atomic.Bool
+	// learners tracks the unreachable learners (watchLearners), which
+	// background ends before Close closes the client.
+	learners   *learnerWatch
+	background sync.WaitGroup
+	// peerHTTP asks other members' peer listeners whether they run, with
+	// this member's certificate.
+	peerHTTP *http.Client
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -86,6 +98,9 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
 	}
+	if cfg.StaleLearnerAfter <= 0 {
+		cfg.StaleLearnerAfter = DefaultStaleLearnerAfter
+	}
 	closing := new(atomic.Bool)
 	ec, err := embedConfig(cfg, closing)
 	if err != nil {
@@ -95,7 +110,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
-	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing}
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing,
+		learners: &learnerWatch{after: cfg.StaleLearnerAfter, since: map[uint64]time.Time{}}}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
@@ -133,6 +149,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		m.Close()
 		return nil, err
 	}
+	m.peerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}
+	m.background.Go(m.watchLearners)
 	return m, nil
 }
 
@@ -283,6 +301,7 @@ func (m *Member) Close() {
 	}
 	close(m.done)
 	m.closing.Store(true)
+	m.background.Wait()
 	if m.client != nil {
 		_ = m.client.Close()
 	}
@@ -311,6 +330,9 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 	answers := make(chan answer, len(list))
 	for i, mem := range list {
 		ms := MemberStatus{Name: mem.Name, ID: mem.ID.String(), PeerURLs: mem.PeerURLs, ClientURLs: mem.ClientURLs, Learner: mem.IsLearner}
+		if mem.IsLearner {
+			ms.Stale = m.staleInfo(mem)
+		}
 		st.Members = append(st.Members, ms)
 		go func() {
 			if len(mem.ClientURLs) == 0 {
@@ -385,6 +407,12 @@ func (m *Member) AddLearner(ctx context.Context, name, peerURL string) (Admitted
 		return Admitted{}, fmt.Errorf("cluster: member list: %w", err)
 	}
 	for _, mem := range list.Members {
+		if mem.Name == name && mem.IsLearner {
+			// A learner of that name that never got promoted (its
+			// device died halfway, and rejoins afresh): it goes once
+			// stale, and the joiner retries until then.
+			return Admitted{}, m.learnersInTheWay(name, fmt.Errorf("a learner named %q exists", name))
+		}
 		if mem.Name == name {
 			return Admitted{}, fmt.Errorf("cluster: a member named %q exists: %w", name, ErrMemberExists)
 		}
@@ -400,6 +428,9 @@ func (m *Member) AddLearner(ctx context.Context, name, peerURL string) (Admitted
 		}
 	}
 	resp, err := m.client.MemberAddAsLearner(ctx, []string{peerURL})
+	if isTooManyLearners(err) {
+		return Admitted{}, m.learnersInTheWay(name, err)
+	}
 	if err != nil {
 		return Admitted{}, fmt.Errorf("cluster: add learner %s at %s: %w", name, peerURL, err)
 	}
@@ -441,8 +472,10 @@ const removeTimeout = 5 * time.Second
 // Remove removes the member called name (or with that hexadecimal ID).
 // etcd refuses the removal when it would leave the cluster without a
 // quorum of started members; a removed member stops at its next contact
-// and cannot come back with its old data. Without a quorum it fails
-// within removeTimeout with ErrNoQuorum and says what to do.
+// and cannot come back with its old data. It fails within removeTimeout:
+// with ErrNoQuorum and what to do when too few members answer, with
+// ErrTryAgain when a quorum answers but has no leader yet
+// (removalBlocked).
 func (m *Member) Remove(ctx context.Context, name string) error {
 	var target *membership.Member // the local view: no quorum needed
 	for _, mem := range m.etcd.Server.Cluster().Members() {
@@ -456,42 +489,19 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
 	if m.etcd.Server.Leader() == 0 {
-		return m.noQuorum(ctx, name)
+		return m.removalBlocked(ctx, name, target, nil)
+	}
+	if err := m.leaderSilent(ctx, name, target); err != nil {
+		return err
 	}
 	// Without a leader the request fails at once instead of waiting.
 	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
-			errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-			errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0 {
-			return m.noQuorum(context.WithoutCancel(ctx), name)
+		if waitable(err) || m.etcd.Server.Leader() == 0 {
+			return m.removalBlocked(ctx, name, target, err)
 		}
 		return fmt.Errorf("cluster: remove member %s: %w", name, err)
 	}
 	m.log.Info("Removed a member", "member", name)
 	return nil
-}
-
-// noQuorum is the error of a removal without a quorum: how many voting
-// members answer, how many a quorum needs, and what to do.
-func (m *Member) noQuorum(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	voters, up := 0, 0
-	if st, err := m.Status(ctx); err == nil {
-		for _, ms := range st.Members {
-			if ms.Learner {
-				continue
-			}
-			voters++
-			// A member that answers at all is up, leader or not.
-			if ms.RaftTerm != 0 {
-				up++
-			}
-		}
-	}
-	return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
-		"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
-		"(each with its data directory) to restore the quorum, then remove the dead ones; "+
-		"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, voters/2+1)
 }

@@ -49,6 +49,9 @@ func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, 
 		if len(token) == 0 {
 			return nil, fmt.Errorf("the cluster token of %s is missing: pass --cluster-token or --cluster-token-file", paths.Dir)
 		}
+		if st, err = restartState(st, f, paths, log); err != nil {
+			return nil, err
+		}
 		log.Info("Restarting the cluster member from its data", "member", st.Name, "dir", paths.Dir)
 		p.Config = Config{State: st, Paths: paths, Join: true}
 		return p, nil

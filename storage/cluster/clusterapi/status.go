@@ -15,6 +15,22 @@ type Member struct {
 	RaftTerm   uint64   `json:"raftTerm"`
 	DBSize     int64    `json:"dbSizeBytes"`
 	Error      string   `json:"error,omitempty"`
+	// Stale, on a learner that does not answer, says for how long, and
+	// when the etcd leader's member removes it.
+	Stale *StaleLearner `json:"stale,omitempty"`
+}
+
+// StaleLearner is a learner that does not answer: added by a join whose
+// joiner never started it (NeverStarted: it has no name or client URL
+// yet), or started and lost before its promotion. etcd admits one learner
+// at a time, so it blocks every later join until it is removed.
+type StaleLearner struct {
+	NeverStarted bool `json:"neverStarted"`
+	// UnreachableSeconds is how long the answering member has seen it so.
+	UnreachableSeconds int64 `json:"unreachableSeconds"`
+	// RemovedAfterSeconds is the bound past which the etcd leader's member
+	// removes it (--cluster-stale-learner-after).
+	RemovedAfterSeconds int64 `json:"removedAfterSeconds"`
 }
 
 // Status is GET StatusPath: the cluster as the answering member sees it.
@@ -34,7 +50,7 @@ type Status struct {
 }
 
 // The errors of the membership operations; each picks the HTTP status of
-// the answer (409, 404, 503), and the message is the wrapping error's.
+// the answer (409, 404, 503, 503 with Retry-After), and the message is the wrapping error's.
 var (
 	// ErrMemberExists refuses a joiner whose name or peer URL is in use.
 	ErrMemberExists = errors.New("member exists")
@@ -43,4 +59,8 @@ var (
 	// ErrNoQuorum refuses a removal while the cluster has no quorum: etcd
 	// changes its membership only through raft, which needs one.
 	ErrNoQuorum = errors.New("the cluster has no quorum")
+	// ErrTryAgain answers an operation that cannot run yet but will
+	// (503 with Retry-After): a removal while the members elect a leader,
+	// a join while another learner is in the way.
+	ErrTryAgain = errors.New("try again shortly")
 )

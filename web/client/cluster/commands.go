@@ -32,9 +32,12 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
   status        the etcd leader, how many members are healthy, which server runs the
                 election controller, then the members
   members       every member: name, ID, leader, health, learner, raft index, db size
-  remove NAME   remove a member (a dead device: quorum is then counted without it);
-                a removed member cannot come back with its old data directory. It
-                needs a quorum: without one it fails within seconds, saying so`
+  remove NAME   remove a member (a dead device: quorum is then counted without it),
+                by name or, for a learner that never started, by ID; a removed
+                member cannot come back with its old data directory. It needs a
+                quorum: without one it fails within seconds, saying so. Right after
+                the etcd leader's member died, it waits (up to --timeout, saying
+                what it waits for) while the others elect a new leader`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
@@ -54,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kc := fs.String("kubeconfig", "", "kubeconfig `file` of a member (default $KUBECONFIG, else leasehold-data/kubeconfig)")
 	output := fs.String("output", "table", "output `format`: table or json")
 	fs.Alias("o", "output")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long (remove waits this long for a leader)")
 	rest, err := fs.ParseInterspersed(args)
 	if code, stop := fs.Stop(err); stop {
 		return code
@@ -104,15 +107,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cli.ExitOK
 		}
 		if rest[0] == "status" {
-			healthy := 0
+			healthy, voters := 0, 0
 			for _, m := range st.Members {
-				if m.Healthy {
-					healthy++
+				if !m.Learner {
+					voters++
+					if m.Healthy {
+						healthy++
+					}
 				}
 			}
 			leader := st.Leader
 			if leader == "" {
-				leader = "(none: no quorum)"
+				leader = "(none: no quorum, or an election under way)"
 			}
 			controller := st.ElectionController
 			switch {
@@ -121,16 +127,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case controller == "":
 				controller = "(none)"
 			}
-			fmt.Fprintf(stdout, "members: %d (%d healthy, quorum %d)\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
-				len(st.Members), healthy, len(st.Members)/2+1, leader, st.Self, controller)
+			learners := ""
+			if n := len(st.Members) - voters; n > 0 {
+				learners = fmt.Sprintf(" and %d learner(s)", n)
+			}
+			fmt.Fprintf(stdout, "members: %d voting (%d healthy, quorum %d)%s\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
+				voters, healthy, voters/2+1, learners, leader, st.Self, controller)
 		}
 		printMembers(stdout, st)
+		printStale(stdout, st)
 		return cli.ExitOK
 	case "remove":
 		if len(rest) != 2 {
 			return usage("remove takes one member name")
 		}
-		if err := Remove(ctx, c, rest[1]); err != nil {
+		if err := RemoveWaiting(ctx, c, rest[1], prefixed(stderr, "leasehold cluster: remove "+rest[1]+": ")); err != nil {
 			fmt.Fprintf(stderr, "leasehold cluster: remove %s: %v\n", rest[1], err)
 			return cli.ExitFailure
 		}
@@ -141,6 +152,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// printStale says, under the table, which learners do not answer and
+// when they go: a joiner that died halfway leaves one, and etcd admits
+// one learner at a time.
+func printStale(w io.Writer, st clusterapi.Status) {
+	for _, m := range st.Members {
+		if m.Stale == nil {
+			continue
+		}
+		what := "started, then lost before its promotion"
+		if m.Stale.NeverStarted {
+			what = "never started (its joiner died after the join)"
+		}
+		fmt.Fprintf(w, "\nstale learner %s (ID %s): %s; unreachable for %ds, removed by the etcd leader's member after %ds "+
+			"(now: leasehold cluster remove %s). It blocks every join until then.\n",
+			memberName(m), m.ID, what, m.Stale.UnreachableSeconds, m.Stale.RemovedAfterSeconds, m.ID)
+	}
+}
+
+// memberName is a member's name, or what stands for a learner's before
+// its member started.
+func memberName(m clusterapi.Member) string {
+	if m.Name == "" {
+		return "(not started)"
+	}
+	return m.Name
+}
+
+// prefixed writes each write to w after prefix (one line per write).
+func prefixed(w io.Writer, prefix string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if _, err := io.WriteString(w, prefix); err != nil {
+			return 0, err
+		}
+		return w.Write(p)
+	})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 func printMembers(w io.Writer, st clusterapi.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tLEADER\tHEALTHY\tLEARNER\tRAFT INDEX\tDB SIZE\tPEER URL\tERROR")
@@ -149,7 +201,7 @@ func printMembers(w io.Writer, st clusterapi.Status) {
 		if len(m.PeerURLs) > 0 {
 			peer = m.PeerURLs[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%d\t%d\t%s\t%s\n", m.Name, m.ID, m.Leader, m.Healthy, m.Learner, m.RaftIndex, m.DBSize, peer, m.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%d\t%d\t%s\t%s\n", memberName(m), m.ID, m.Leader, m.Healthy, m.Learner, m.RaftIndex, m.DBSize, peer, m.Error)
 	}
 	_ = tw.Flush()
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -99,7 +100,8 @@ const healthcheckSynopsis = "healthcheck [--url URL]"
 
 const healthcheckAbout = `GETs /readyz on the local server and exits 0 when it answers 200, 1 otherwise.
 Distroless images have no curl, so the Docker HEALTHCHECK runs this. Without
---url the address comes from --listen (LEASEHOLD_LISTEN, as serve reads it);
+--url the address comes from --listen (LEASEHOLD_LISTEN, as serve reads it;
+without either, where the last serve on --data-dir listened);
 HTTPS is tried first, then plain HTTP. The server is verified with
 <data-dir>/pki/ca.crt when it exists.`
 
@@ -114,6 +116,12 @@ func healthcheckCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if !flagGiven(fs, "listen") {
+		// Where serve listens without --listen: the data directory's record.
+		if rec, err := datadir.At(*dir).LoadAddresses(); err == nil && rec.Listen != "" && !strings.HasSuffix(rec.Listen, ":0") {
+			*listen = rec.Listen
+		}
+	}
 	urls := []string{*url}
 	if *url == "" {
 		var err error
@@ -128,6 +136,15 @@ func healthcheckCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	fmt.Fprintln(stdout, "ok")
 	return cli.ExitOK
+}
+
+// flagGiven reports whether the flag called name was given on the command
+// line or by its environment twin.
+func flagGiven(fs *cli.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	_, env := os.LookupEnv(cli.EnvName(name))
+	return given || env
 }
 
 // DownloadBackup streams a consistent copy of the database from the

@@ -135,12 +135,20 @@ function clusterSection(s) {
       const name = m.name === c.self ? `${m.name} (this member)` : m.name || '(not started)';
       const cells = [name, m.leader ? 'leader' : '—',
         h('span', { class: `badge ${m.healthy ? 's-held' : 's-expired'}` }, m.healthy ? 'healthy' : 'unhealthy'),
-        m.learner ? 'learner' : 'voter', String(m.raftIndex), bytes(m.dbSizeBytes),
-        h('code', {}, (m.peerURLs || [])[0] || '—'), m.error || '—'];
+        m.learner ? (m.stale ? 'stale learner' : 'learner') : 'voter', String(m.raftIndex), bytes(m.dbSizeBytes),
+        h('code', {}, (m.peerURLs || [])[0] || '—'), staleText(m) || m.error || '—'];
       return h('tr', { 'data-member': m.name, class: m.name === c.self ? 'self' : '' },
         cells.map((cell, i) => h('td', { 'data-label': MEMBER_COLS[i] }, cell)));
     }))));
   return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title, summary, table)];
+}
+
+// staleText says how long a learner has not answered and when the etcd
+// leader's member removes it (a joiner that died halfway blocks joins).
+function staleText(m) {
+  if (!m.stale) return '';
+  const what = m.stale.neverStarted ? 'never started' : 'lost before its promotion';
+  return `${what}; unreachable for ${m.stale.unreachableSeconds}s, removed after ${m.stale.removedAfterSeconds}s`;
 }
 
 function card(title, content) {
