@@ -117,9 +117,11 @@ type Server struct {
 	metrics      *metrics.Registry
 	backup       func(ctx context.Context, w io.Writer) (int64, error)
 	cluster      Cluster
-	limits       *limiter
-	flow         *flowcontrol.Controller
-	bodies       bodyBudget
+	// join guards the join endpoint of a cluster member (clusterjoin.go).
+	join   *joinGuard
+	limits *limiter
+	flow   *flowcontrol.Controller
+	bodies bodyBudget
 	// authFailures throttles the access lines of failed authentications.
 	authFailures failureThrottle
 	delay        time.Duration
@@ -179,6 +181,9 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.ids = newAuditIDs()
+	if s.cluster != nil {
+		s.join = newJoinGuard()
+	}
 	s.limits = newLimiter(opts.Limits)
 	fc := opts.Limits.FlowControl
 	fc.TotalSeats = opts.Limits.MaxRequestsInflight
