@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/testneeds"
+	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
@@ -291,5 +295,117 @@ func TestClusterJoinHardening(t *testing.T) {
 	}
 	if len(names) != 2 {
 		t.Errorf("members %v, want m1 and m2 only", names)
+	}
+}
+
+// tlsSession is one TLS connection to a member's join endpoint, driven
+// by hand.
+type tlsSession struct {
+	t        *testing.T
+	conn     *tls.Conn
+	r        *bufio.Reader
+	hostPort string
+	ekm      []byte
+}
+
+func openTLSSession(t *testing.T, hostPort string) *tlsSession {
+	t.Helper()
+	conn, err := tls.Dial("tcp", hostPort, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}) //nolint:gosec // the proofs authenticate
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	st := conn.ConnectionState()
+	ekm, err := st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tlsSession{t: t, conn: conn, r: bufio.NewReader(conn), hostPort: hostPort, ekm: ekm}
+}
+
+func (s *tlsSession) post(path string, body []byte) joinAnswer {
+	s.t.Helper()
+	hreq, _ := http.NewRequest(http.MethodPost, "https://"+s.hostPort+path, bytes.NewReader(body))
+	hreq.Header.Set("Content-Type", "application/json")
+	if err := hreq.Write(s.conn); err != nil {
+		s.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(s.r, hreq)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return joinAnswer{code: resp.StatusCode, body: data}
+}
+
+func (s *tlsSession) nonce() string {
+	s.t.Helper()
+	a := s.post(clusterapi.JoinNoncePath, nil)
+	var nr clusterapi.NonceResponse
+	if err := json.Unmarshal(a.body, &nr); err != nil || a.code != http.StatusOK {
+		s.t.Fatalf("nonce answer %d %s", a.code, a.body)
+	}
+	return nr.Nonce
+}
+
+// TestClusterJoinOverTLS: over TLS the joiner's own code joins (and is
+// refused with another cluster's token), and a join body is worth one
+// request on its session: replayed on another session it is refused for
+// its used nonce, and with that session's fresh nonce spliced in for its
+// proof, which covers the first session's keying material and nonce.
+func TestClusterJoinOverTLS(t *testing.T) {
+	testneeds.Slow(t, "an embedded etcd member")
+	t.Parallel()
+	ports := freeLoopbackPorts(t, 2)
+	m1 := &clusterMember{name: "m1", dataDir: t.TempDir(), args: []string{"--cluster-init", "--member-name", "m1", "--tls-auto",
+		"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}}
+	m1.start(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("m1 log:\n%s", m1.ts.Log())
+		}
+	})
+	apiURL := m1.ts.reportedURL()
+	if !strings.HasPrefix(apiURL, "https://") {
+		t.Fatalf("--tls-auto serves %s", apiURL)
+	}
+	data, _ := os.ReadFile(filepath.Join(m1.dataDir, "cluster", "token"))
+	token := []byte(strings.TrimSpace(string(data)))
+
+	// The joiner's own code, as serve --join --replica runs it.
+	key, _, _ := pki.GenerateKey()
+	csr, _ := pki.CreateCSR(key, "r-tls", nil)
+	resp, _, err := cluster.Join(context.Background(), apiURL, token, clusterapi.JoinRequest{Name: "r-tls", Replica: true, CSR: string(csr)})
+	if err != nil {
+		t.Fatalf("a join over TLS: %v", err)
+	}
+	if err := pki.CheckIssued([]byte(resp.Cert), []byte(resp.CACert), key, "r-tls"); err != nil {
+		t.Errorf("the certificate of a join over TLS: %v", err)
+	}
+	other := []byte(strings.Repeat("ab", 32))
+	_, _, err = cluster.Join(context.Background(), apiURL, other, clusterapi.JoinRequest{Name: "r-x", Replica: true, CSR: string(csr)})
+	if err == nil || !strings.Contains(err.Error(), "(401)") {
+		t.Errorf("a join over TLS with another cluster's token: %v, want 401", err)
+	}
+
+	hostPort := strings.TrimPrefix(apiURL, "https://")
+	s1 := openTLSSession(t, hostPort)
+	hcsr, _ := pki.CreateCSR(key, "r-hand", nil)
+	req := clusterapi.JoinRequest{Name: "r-hand", Replica: true, CSR: string(hcsr), Nonce: s1.nonce()}
+	req.Proof = clusterapi.JoinProof(token, s1.ekm, &req)
+	body, _ := json.Marshal(req)
+	if a := s1.post(clusterapi.JoinPath, body); a.code != http.StatusOK {
+		t.Fatalf("a hand-made join over TLS: %d %s", a.code, a.message())
+	}
+	if a := openTLSSession(t, hostPort).post(clusterapi.JoinPath, body); a.code != http.StatusUnauthorized || !strings.Contains(a.message(), "nonce") {
+		t.Errorf("the body replayed on another session: %d %s, want 401 for the used nonce", a.code, a.message())
+	}
+	s3 := openTLSSession(t, hostPort)
+	spliced := req
+	spliced.Nonce = s3.nonce()
+	body, _ = json.Marshal(spliced)
+	if a := s3.post(clusterapi.JoinPath, body); a.code != http.StatusUnauthorized || !strings.Contains(a.message(), "proof does not verify") {
+		t.Errorf("the captured proof with a fresh nonce on another session: %d %s, want 401", a.code, a.message())
 	}
 }
