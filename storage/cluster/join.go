@@ -82,6 +82,10 @@ func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinR
 	ex := exchange{ctx: ctx, conn: conn, r: bufio.NewReader(conn), base: u.Scheme + "://" + u.Host, apiURL: apiURL}
 	var challenge clusterapi.NonceResponse
 	if err := ex.post(clusterapi.JoinNoncePath, nil, false, &challenge); err != nil {
+		var re *RefusedError
+		if errors.As(err, &re) && re.Code == http.StatusNotFound {
+			re.Message = "the member has no " + clusterapi.JoinNoncePath + ": it runs a leasehold older than the challenge-response join; upgrade it first (or join through an upgraded member)"
+		}
 		return out, nil, err
 	}
 	req.Nonce = challenge.Nonce
