@@ -117,11 +117,9 @@ type Server struct {
 	metrics      *metrics.Registry
 	backup       func(ctx context.Context, w io.Writer) (int64, error)
 	cluster      Cluster
-	// join guards the join endpoint of a cluster member (clusterjoin.go).
-	join   *joinGuard
-	limits *limiter
-	flow   *flowcontrol.Controller
-	bodies bodyBudget
+	limits       *limiter
+	flow         *flowcontrol.Controller
+	bodies       bodyBudget
 	// authFailures throttles the access lines of failed authentications.
 	authFailures failureThrottle
 	delay        time.Duration
@@ -137,6 +135,8 @@ type Server struct {
 	handler fasthttp.RequestHandler
 	// requests counts requests, for releaseIdleMemory.
 	requests atomic.Uint64
+	// join guards the join endpoint of a cluster member (clusterjoin.go).
+	join *joinGuard
 }
 
 // NewServer builds a Server; it does not listen.
