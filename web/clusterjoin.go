@@ -70,7 +70,13 @@ func (s *Server) gateJoin(rc *fasthttp.RequestCtx) bool {
 	if ok, wait, scope := s.join.limits.allow(source, time.Now()); !ok {
 		discardBody(rc, drainBytes)
 		secs := int(math.Ceil(wait.Seconds()))
-		s.joinRefused(rc, "rate limited ("+scope+")", "")
+		key := source
+		if scope == scopeGlobal {
+			// Many sources past the server-wide limit share one line a
+			// minute, however many addresses a flood comes from.
+			key = scopeGlobal
+		}
+		s.logJoinRefusal(rc, key, "rate limited ("+scope+")", "")
 		s.api.WriteError(rc, apierrors.NewTooManyRequests("Too many cluster join attempts ("+scope+"), please try again later.", max(secs, 1)))
 		return false
 	}
@@ -86,8 +92,12 @@ func (s *Server) gateJoin(rc *fasthttp.RequestCtx) bool {
 // joinRefused logs a refused join, throttled per source; name is logged
 // only once it is known valid ("" otherwise).
 func (s *Server) joinRefused(rc *fasthttp.RequestCtx, reason, name string) {
-	source := joinSource(rc.RemoteIP())
-	log, suppressed := s.join.failures.allow(source, time.Now())
+	s.logJoinRefusal(rc, joinSource(rc.RemoteIP()), reason, name)
+}
+
+// logJoinRefusal is joinRefused throttled under key.
+func (s *Server) logJoinRefusal(rc *fasthttp.RequestCtx, key, reason, name string) {
+	log, suppressed := s.join.failures.allow(key, time.Now())
 	if !log {
 		return
 	}
@@ -153,6 +163,12 @@ type joinLimiter struct {
 	all     bucket
 }
 
+// The limits a join is refused by, as its Status and log line name them.
+const (
+	scopeSource = "per source"
+	scopeGlobal = "server-wide"
+)
+
 // overflowSource is the bucket new sources share once maxSources are
 // remembered and none of them can be forgotten.
 const overflowSource = "(other sources)"
@@ -185,11 +201,11 @@ func (l *joinLimiter) allow(source string, now time.Time) (bool, time.Duration, 
 		}
 	}
 	if ok, wait := b.take(l.perSource, now); !ok {
-		return false, wait, "per source"
+		return false, wait, scopeSource
 	}
 	if ok, wait := l.all.take(l.global, now); !ok {
 		b.tokens++ // the source's token is not spent on a refused request
-		return false, wait, "server-wide"
+		return false, wait, scopeGlobal
 	}
 	return true, 0, ""
 }
