@@ -64,7 +64,7 @@ func (s *Membership) Remove(ctx context.Context, name string) error {
 // a refusal (an error matching clusterapi.ErrInvalidRequest) adds none.
 func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clusterapi.JoinResponse, error) {
 	var out clusterapi.JoinResponse
-	if err := req.Validate(); err != nil {
+	if err := req.ValidateAdmission(); err != nil {
 		return out, err
 	}
 	csr, err := pki.ParseCSR([]byte(req.CSR))

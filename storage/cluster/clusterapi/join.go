@@ -114,11 +114,12 @@ var validDNSName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9
 // ValidName reports whether name may name a member or replica.
 func ValidName(name string) bool { return validName.MatchString(name) }
 
+func bad(field, why string) error { return fmt.Errorf("%w: %s %s", ErrInvalidRequest, field, why) }
+
 // Validate checks every field's shape and size, so that what is logged or
 // used afterwards is bounded. Its errors match ErrInvalidRequest and name
 // the field without quoting it (the value is the sender's).
 func (r *JoinRequest) Validate() error {
-	bad := func(field, why string) error { return fmt.Errorf("%w: %s %s", ErrInvalidRequest, field, why) }
 	if !validName.MatchString(r.Name) {
 		return bad("name", "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
@@ -127,6 +128,15 @@ func (r *JoinRequest) Validate() error {
 	}
 	if len(r.Proof) != 2*sha256.Size || !isHex(r.Proof) {
 		return bad("proof", "must be "+strconv.Itoa(2*sha256.Size)+" hex digits")
+	}
+	return r.ValidateAdmission()
+}
+
+// ValidateAdmission is Validate without the handshake's fields (nonce and
+// proof, which the HTTP side checks): what admitting a joiner reads.
+func (r *JoinRequest) ValidateAdmission() error {
+	if !validName.MatchString(r.Name) {
+		return bad("name", "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	if r.CSR == "" || len(r.CSR) > MaxCSRBytes {
 		return bad("csr", "must be a PEM certificate request of at most "+strconv.Itoa(MaxCSRBytes)+" bytes")

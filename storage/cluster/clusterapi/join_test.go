@@ -81,6 +81,19 @@ func TestValidate(t *testing.T) {
 	if err := replica.Validate(); err != nil {
 		t.Fatalf("a valid replica request: %v", err)
 	}
+	// Admission reads no nonce or proof (the HTTP side checked them), but
+	// the rest the same.
+	admission := JoinRequest{Name: "r1", Replica: true, CSR: "csr"}
+	if err := admission.ValidateAdmission(); err != nil {
+		t.Errorf("admission without the handshake's fields: %v", err)
+	}
+	if err := admission.Validate(); err == nil || !strings.Contains(err.Error(), "nonce ") {
+		t.Errorf("a request without a nonce: %v, want an error naming the nonce", err)
+	}
+	admission.CSR = ""
+	if err := admission.ValidateAdmission(); err == nil {
+		t.Error("admission without a CSR is accepted")
+	}
 	long := strings.Repeat("x", 1<<20)
 	for what, c := range map[string]struct {
 		change func(r *JoinRequest)
