@@ -26,6 +26,9 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
+	if s.join != nil && isJoinPath(info.Path) && code >= 400 && code < 500 {
+		return // the join logs its refusals itself, throttled (joinRefused)
+	}
 	suppressed := 0
 	if code == fasthttp.StatusUnauthorized {
 		var log bool

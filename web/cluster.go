@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,12 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinMaxAge)
 	defer cancel()
 	switch {
+	case p == clusterapi.JoinNoncePath:
+		if !rc.IsPost() {
+			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+			return
+		}
+		s.serveJoinNonce(rc)
 	case p == clusterJoinPath:
 		if !rc.IsPost() {
 			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
@@ -78,7 +85,7 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 		}
 		if err := c.Remove(ctx, name); err != nil {
 			if errors.Is(err, clusterapi.ErrNoSuchMember) {
-				s.api.WriteError(rc, apierrors.NewNotFound(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, name))
+				s.api.WriteError(rc, apierrors.NewNotFound(membersResource, name))
 				return
 			}
 			if errors.Is(err, clusterapi.ErrTryAgain) {
@@ -98,37 +105,77 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 	}
 }
 
-// serveClusterJoin checks the joiner's proof and admits it. Off loopback
-// the handshake needs TLS: its keying material is what binds the proofs.
+// serveJoinNonce hands a joiner the challenge its proof must cover.
+func (s *Server) serveJoinNonce(rc *fasthttp.RequestCtx) {
+	nonce, err := s.join.nonces.Issue()
+	if err != nil {
+		s.joinRefused(rc, err.Error(), "")
+		s.api.WriteError(rc, apierrors.NewTooManyRequests("Too many cluster joins under way, please try again later.", 1))
+		return
+	}
+	writeJSON(rc, clusterapi.NonceResponse{Nonce: nonce, ExpiresInSeconds: int(s.join.nonces.TTL() / time.Second)})
+}
+
+// serveClusterJoin checks the joiner's request and proof and admits it.
+// Off loopback the handshake needs TLS: its keying material is what binds
+// the proofs to the session. Each check refuses before the next runs, and
+// none but the last changes anything: the request's shape and bounds
+// (before any of it is logged), its nonce (once only), its proof, then
+// the member's Admit.
 func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) {
 	var ekm []byte
 	if st := rc.TLSConnectionState(); st != nil {
 		var err error
 		if ekm, err = st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength); err != nil {
+			s.joinRefused(rc, "TLS without exportable keying material", "")
 			s.api.WriteError(rc, apierrors.NewBadRequest("the join handshake needs TLS 1.3 (or 1.2 with extended master secret): "+err.Error()))
 			return
 		}
 	} else if !rc.RemoteIP().IsLoopback() {
-		s.api.WriteError(rc, apierrors.NewForbidden(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, "",
+		s.joinRefused(rc, "plain HTTP off loopback", "")
+		s.api.WriteError(rc, apierrors.NewForbidden(membersResource, "",
 			errors.New("joining over plain HTTP is allowed on loopback only; serve the API over TLS")))
 		return
 	}
-	var req clusterapi.JoinRequest
-	if err := json.Unmarshal(rc.PostBody(), &req); err != nil {
-		s.api.WriteError(rc, apierrors.NewBadRequest("join request: "+err.Error()))
+	body := rc.PostBody()
+	if len(body) > clusterapi.MaxJoinBodyBytes {
+		s.joinRefused(rc, "body of "+strconv.Itoa(len(body))+" bytes", "")
+		s.api.WriteError(rc, apierrors.NewRequestEntityTooLargeError("a join request is at most "+strconv.Itoa(clusterapi.MaxJoinBodyBytes)+" bytes"))
 		return
 	}
-	want := clusterapi.Proof(s.cluster.Token(), clusterapi.JoinProofLabel, ekm)
-	if !hmac.Equal([]byte(req.Proof), []byte(want)) {
-		s.log.Warn("A join with a wrong cluster token was refused", "remote", rc.RemoteIP().String(), "member", req.Name)
-		s.api.WriteError(rc, apierrors.NewUnauthorized("the cluster token does not match"))
+	var req clusterapi.JoinRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.joinRefused(rc, "undecodable body", "")
+		s.api.WriteError(rc, apierrors.NewBadRequest("join request: the body is not a JSON join request"))
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.joinRefused(rc, err.Error(), "")
+		s.api.WriteError(rc, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	// From here on req.Name is known to be a short valid name.
+	if !s.join.nonces.Consume(req.Nonce) {
+		s.joinRefused(rc, "unknown, expired or used nonce (a replay?)", req.Name)
+		s.api.WriteError(rc, apierrors.NewUnauthorized("the join's nonce is unknown, expired or already used (a replayed join is refused): "+
+			"ask POST "+clusterapi.JoinNoncePath+" for a fresh one and use it at once"))
+		return
+	}
+	token := s.cluster.Token()
+	if !hmac.Equal([]byte(req.Proof), []byte(clusterapi.JoinProof(token, ekm, &req))) {
+		s.joinRefused(rc, "proof does not verify (wrong cluster token?)", req.Name)
+		s.api.WriteError(rc, apierrors.NewUnauthorized("the join's proof does not verify: the joiner's cluster token differs from this cluster's (a token of another cluster?), or the request was altered"))
 		return
 	}
 	resp, err := s.cluster.Admit(ctx, req)
 	if err != nil {
 		switch {
+		case errors.Is(err, clusterapi.ErrInvalidRequest):
+			s.joinRefused(rc, err.Error(), req.Name)
+			s.api.WriteError(rc, apierrors.NewBadRequest(err.Error()))
 		case errors.Is(err, clusterapi.ErrMemberExists):
-			s.api.WriteError(rc, apierrors.NewConflict(schema.GroupResource{Group: "leasehold.dev", Resource: "members"}, req.Name, err))
+			s.joinRefused(rc, "name in use", req.Name)
+			s.api.WriteError(rc, apierrors.NewConflict(membersResource, req.Name, err))
 		case errors.Is(err, clusterapi.ErrTryAgain):
 			s.api.WriteError(rc, tryAgain(err))
 		default:
@@ -136,7 +183,7 @@ func (s *Server) serveClusterJoin(ctx context.Context, rc *fasthttp.RequestCtx) 
 		}
 		return
 	}
-	resp.Proof = clusterapi.Proof(s.cluster.Token(), clusterapi.MemberProofLabel, ekm)
+	resp.Proof = clusterapi.MemberProof(token, ekm, &req, &resp)
 	if req.Replica {
 		s.log.Info("Admitted a replica", "replica", req.Name, "remote", rc.RemoteIP().String())
 	} else {
@@ -152,6 +199,9 @@ func tryAgain(err error) *apierrors.StatusError {
 	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
 	return se
 }
+
+// membersResource names the cluster's members in Status errors.
+var membersResource = schema.GroupResource{Group: "leasehold.dev", Resource: "members"}
 
 func writeJSON(rc *fasthttp.RequestCtx, v any) {
 	data, err := json.Marshal(v)

@@ -47,8 +47,13 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	// The join is authenticated by the cluster token (serveClusterJoin).
-	public := isHealthPath(info.Path) || ui.Public(rc) || (s.cluster != nil && info.Path == clusterJoinPath)
+	// The join is authenticated by the cluster token (serveClusterJoin);
+	// being public, it passes its own rate limits first (gateJoin).
+	joining := s.join != nil && isJoinPath(info.Path)
+	if joining && !s.gateJoin(rc) {
+		return
+	}
+	public := isHealthPath(info.Path) || ui.Public(rc) || joining
 	if !public && s.authn.Enabled() {
 		u, err := s.authn.Authenticate(rc.Request.Header.Peek("Authorization"), rc.TLSConnectionState())
 		if err != nil {

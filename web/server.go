@@ -135,6 +135,8 @@ type Server struct {
 	handler fasthttp.RequestHandler
 	// requests counts requests, for releaseIdleMemory.
 	requests atomic.Uint64
+	// join guards the join endpoint of a cluster member (clusterjoin.go).
+	join *joinGuard
 }
 
 // NewServer builds a Server; it does not listen.
@@ -179,6 +181,9 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.ids = newAuditIDs()
+	if s.cluster != nil {
+		s.join = newJoinGuard()
+	}
 	s.limits = newLimiter(opts.Limits)
 	fc := opts.Limits.FlowControl
 	fc.TotalSeats = opts.Limits.MaxRequestsInflight

@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -57,27 +57,33 @@ func (s *Membership) Remove(ctx context.Context, name string) error {
 	return s.m.Remove(ctx, name)
 }
 
-// Admit issues a joiner's certificate from the cluster CA and adds it as
-// a learner, or gives a replica its client certificate. The caller has
-// checked the joiner's proof of the token.
+// Admit signs a joiner's certificate request with the cluster CA and adds
+// it as a learner, or signs a replica's client certificate. The caller has
+// checked the joiner's proof of the token. Nothing changes unless every
+// check passes: the certificate is signed before the learner is added, and
+// a refusal (an error matching clusterapi.ErrInvalidRequest) adds none.
 func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clusterapi.JoinResponse, error) {
 	var out clusterapi.JoinResponse
-	if !memberName.MatchString(req.Name) {
-		return out, fmt.Errorf("invalid member name %q", req.Name)
+	if err := req.ValidateAdmission(); err != nil {
+		return out, err
+	}
+	csr, err := pki.ParseCSR([]byte(req.CSR))
+	if err != nil {
+		return out, fmt.Errorf("%w: csr: %w", clusterapi.ErrInvalidRequest, err)
+	}
+	if csr.Subject.CommonName != req.Name {
+		return out, fmt.Errorf("%w: csr is not for the name the request gives", clusterapi.ErrInvalidRequest)
 	}
 	if req.Replica {
-		return s.admitReplica(req.Name)
-	}
-	for _, raw := range []string{req.PeerURL, req.ClientURL} {
-		if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Port() == "" {
-			return out, fmt.Errorf("invalid member URL %q: want https://host:port", raw)
-		}
+		return s.admitReplica(req.Name, csr.PublicKey)
 	}
 	ca, caCert, caKey, err := s.authority()
 	if err != nil {
 		return out, err
 	}
-	cert, key, err := ca.IssuePeer(req.Name, req.Hosts)
+	// The names come from the request the proof covers, not from the
+	// CSR: the member decides what the certificate says.
+	cert, err := ca.SignPeer(req.Name, req.Hosts, csr.PublicKey)
 	if err != nil {
 		return out, err
 	}
@@ -88,25 +94,25 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	if err != nil {
 		return out, err
 	}
-	return clusterapi.JoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert), Key: string(key),
+	return clusterapi.JoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert),
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
 }
 
-// admitReplica issues an API-only replica a client certificate for the
+// admitReplica signs an API-only replica's client certificate for the
 // members' client listeners. It gets the CA's certificate to verify the
 // members, not its key: a replica admits nobody.
-func (s *Membership) admitReplica(name string) (clusterapi.JoinResponse, error) {
+func (s *Membership) admitReplica(name string, pub crypto.PublicKey) (clusterapi.JoinResponse, error) {
 	ca, caCert, _, err := s.authority()
 	if err != nil {
 		return clusterapi.JoinResponse{}, err
 	}
 	// A year's certificate would cut the replica off the members a year
 	// later: nothing renews it (the members' own are as long-lived).
-	cert, key, err := ca.IssueLongLivedClient(name, nil)
+	cert, err := ca.SignLongLivedClient(name, nil, pub)
 	if err != nil {
 		return clusterapi.JoinResponse{}, err
 	}
-	return clusterapi.JoinResponse{CACert: string(caCert), Cert: string(cert), Key: string(key),
+	return clusterapi.JoinResponse{CACert: string(caCert), Cert: string(cert),
 		ClientURLs: s.m.ClientURLs(), EtcdPrefix: s.p.prefix}, nil
 }
 
@@ -123,3 +129,8 @@ func (s *Membership) authority() (*pki.Authority, []byte, []byte, error) {
 	ca, err := pki.ParseAuthority(caCert, caKey)
 	return ca, caCert, caKey, err
 }
+
+// GeneratedToken is the file of the cluster token this start generated
+// (--cluster-init without one), "" when it was given or stored: the server
+// then says how to join, naming the file, never its contents.
+func (s *Membership) GeneratedToken() string { return s.p.GeneratedToken() }

@@ -49,20 +49,29 @@ func (g *GivenFlags) Has(name string) bool { return g != nil && g.names[name] }
 // given reports whether the flag called name was given.
 func (f *Flags) given(name string) bool { return f.Given.Has(name) }
 
+// MinTokenBytes is the shortest cluster token accepted: the token is all
+// that admits a device, and a short one can be guessed.
+const MinTokenBytes = 16
+
 // givenToken is the token of --cluster-token-file or --cluster-token (""
 // when neither is given). It is read once per start, by whichever of
 // Provision and PrepareReplica runs.
+// A token under MinTokenBytes is refused, saying how to make one.
 func (f *Flags) givenToken() (string, error) {
-	if f.TokenFile == "" {
-		return f.Token, nil
+	token, source := f.Token, "--cluster-token"
+	if f.TokenFile != "" {
+		data, err := os.ReadFile(f.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-token-file: %w", err)
+		}
+		token, source = strings.TrimSpace(string(data)), "--cluster-token-file "+f.TokenFile
+		if token == "" {
+			return "", fmt.Errorf("%s is empty", source)
+		}
 	}
-	data, err := os.ReadFile(f.TokenFile)
-	if err != nil {
-		return "", fmt.Errorf("--cluster-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("--cluster-token-file %s is empty", f.TokenFile)
+	if token != "" && len(token) < MinTokenBytes {
+		return "", fmt.Errorf("%s: the cluster token is %d bytes; it must have at least %d (a short token can be guessed): use `openssl rand -hex 32`, or start --cluster-init without one to have one generated",
+			source, len(token), MinTokenBytes)
 	}
 	return token, nil
 }

@@ -14,23 +14,26 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // ErrPlainHTTP refuses a join over plain HTTP beyond loopback.
 var ErrPlainHTTP = errors.New("joining over plain HTTP is allowed on loopback only: use the member's https:// URL")
 
-// Join runs the joiner's half of the handshake (the member's is Membership.Admit,
-// served by web) with the member serving the API at apiURL; the proof of
-// req is filled in here. The
-// member's certificate is not verified by a CA (the joiner has none yet):
-// its proof of the token over this very TLS session is what authenticates
-// it, and the answer is accepted only with a valid one. It returns the
-// local address the connection used, a good default for the joiner's
-// advertised address.
+// Join runs the joiner's half of the handshake (the member's is served by
+// web, which checks the proofs, and Membership.Admit) with the member
+// serving the API at apiURL, on one connection: it asks for a nonce, then
+// posts req (whose CSR the caller made) with that nonce and its proof
+// filled in here. The member's certificate is not verified by a CA (the
+// joiner has none yet): its proof of the token over this very TLS session,
+// request and answer is what authenticates it, and the answer is accepted
+// only with a valid one. It returns the local address the connection used,
+// a good default for the joiner's advertised address.
 func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinRequest) (clusterapi.JoinResponse, net.Addr, error) {
 	var out clusterapi.JoinResponse
 	u, err := url.Parse(strings.TrimRight(apiURL, "/"))
@@ -76,29 +79,59 @@ func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinR
 		}
 		conn = tc
 	}
-	req.Proof = clusterapi.Proof(token, clusterapi.JoinProofLabel, ekm)
+	ex := exchange{ctx: ctx, conn: conn, r: bufio.NewReader(conn), base: u.Scheme + "://" + u.Host, apiURL: apiURL}
+	var challenge clusterapi.NonceResponse
+	if err := ex.post(clusterapi.JoinNoncePath, nil, false, &challenge); err != nil {
+		var re *RefusedError
+		if errors.As(err, &re) && re.Code == http.StatusNotFound {
+			re.Message = "the member has no " + clusterapi.JoinNoncePath + ": it runs a leasehold older than the challenge-response join; upgrade it first (or join through an upgraded member)"
+		}
+		return out, nil, err
+	}
+	req.Nonce = challenge.Nonce
+	req.Proof = clusterapi.JoinProof(token, ekm, &req)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+clusterapi.JoinPath, bytes.NewReader(body))
-	if err != nil {
+	if err := ex.post(clusterapi.JoinPath, body, true, &out); err != nil {
 		return out, nil, err
+	}
+	if !hmac.Equal([]byte(out.Proof), []byte(clusterapi.MemberProof(token, ekm, &req, &out))) {
+		return clusterapi.JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
+	}
+	return out, local, nil
+}
+
+// exchange is the join's requests on its one connection.
+type exchange struct {
+	ctx          context.Context
+	conn         net.Conn
+	r            *bufio.Reader
+	base, apiURL string
+}
+
+// post sends body (JSON) to path and decodes a 200 answer into out; any
+// other answer is a RefusedError.
+func (e *exchange) post(path string, body []byte, last bool, out any) error {
+	hreq, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
-	hreq.Close = true
-	if err := hreq.Write(conn); err != nil {
-		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+	hreq.Close = last
+	if err := hreq.Write(e.conn); err != nil {
+		return fmt.Errorf("join %s: %w", e.apiURL, err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
+	resp, err := http.ReadResponse(e.r, hreq)
 	if err != nil {
-		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+		return fmt.Errorf("join %s: %w", e.apiURL, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+		return fmt.Errorf("join %s: %w", e.apiURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var st struct {
@@ -108,15 +141,16 @@ func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinR
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
 			msg = st.Message
 		}
-		return out, nil, &RefusedError{URL: apiURL, Code: resp.StatusCode, Message: msg}
+		refused := &RefusedError{URL: e.apiURL, Code: resp.StatusCode, Message: msg}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			refused.RetryAfter = time.Duration(s) * time.Second
+		}
+		return refused
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return out, nil, fmt.Errorf("join %s: decode answer: %w", apiURL, err)
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("join %s: decode answer: %w", e.apiURL, err)
 	}
-	if !hmac.Equal([]byte(out.Proof), []byte(clusterapi.Proof(token, clusterapi.MemberProofLabel, ekm))) {
-		return clusterapi.JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
-	}
-	return out, local, nil
+	return nil
 }
 
 // joinTimeout bounds how long a joiner retries a member that is down or
@@ -136,10 +170,15 @@ func JoinWithRetry(ctx context.Context, apiURL string, token []byte, req cluster
 		if attempt%5 == 0 {
 			log.Info("Joining the cluster; retrying", "via", apiURL, "err", err)
 		}
+		wait := time.Second
+		var re *RefusedError
+		if errors.As(err, &re) && re.RetryAfter > wait {
+			wait = re.RetryAfter // the member's rate limit says when
+		}
 		select {
 		case <-ctx.Done():
 			return resp, fmt.Errorf("%w (gave up after %s)", err, joinTimeout)
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -149,6 +188,9 @@ type RefusedError struct {
 	URL     string
 	Code    int
 	Message string
+	// RetryAfter is the answer's Retry-After (a 429 of the join's rate
+	// limits), 0 without one.
+	RetryAfter time.Duration
 }
 
 func (e *RefusedError) Error() string {
@@ -156,12 +198,13 @@ func (e *RefusedError) Error() string {
 }
 
 // Retryable reports whether a join that failed with err may succeed
-// later: the member was unreachable, or answered 5xx (etcd refuses a new
-// member until the cluster has been healthy for a few seconds).
+// later: the member was unreachable, answered 5xx (etcd refuses a new
+// member until the cluster has been healthy for a few seconds), or 429
+// (the join's rate limits).
 func Retryable(err error) bool {
 	var re *RefusedError
 	if errors.As(err, &re) {
-		return re.Code >= 500
+		return re.Code >= 500 || re.Code == http.StatusTooManyRequests
 	}
 	return !errors.Is(err, ErrPlainHTTP) && !strings.Contains(err.Error(), "did not prove")
 }
@@ -172,4 +215,28 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// joinWithKey generates the joiner's key, sends its certificate request
+// in req (for req.Name and req.Hosts) and checks that the certificate it
+// gets back is for that key and name, signed by the CA it gets: the key
+// never leaves this process but to the data directory.
+func joinWithKey(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinRequest, log *slog.Logger) (clusterapi.JoinResponse, []byte, error) {
+	key, keyPEM, err := pki.GenerateKey()
+	if err != nil {
+		return clusterapi.JoinResponse{}, nil, err
+	}
+	csr, err := pki.CreateCSR(key, req.Name, req.Hosts)
+	if err != nil {
+		return clusterapi.JoinResponse{}, nil, err
+	}
+	req.CSR = string(csr)
+	resp, err := JoinWithRetry(ctx, apiURL, token, req, log)
+	if err != nil {
+		return resp, nil, err
+	}
+	if err := pki.CheckIssued([]byte(resp.Cert), []byte(resp.CACert), key, req.Name); err != nil {
+		return clusterapi.JoinResponse{}, nil, fmt.Errorf("join %s: the member's certificate: %w", apiURL, err)
+	}
+	return resp, keyPEM, nil
 }

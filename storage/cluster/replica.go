@@ -73,7 +73,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files datad
 	if !memberName.MatchString(name) {
 		return replicaState{}, fmt.Errorf("invalid replica name %q (--member-name): use letters, digits, '.', '_' and '-' (at most 63)", name)
 	}
-	resp, err := JoinWithRetry(ctx, joinURL, []byte(token), clusterapi.JoinRequest{Name: name, Replica: true}, log)
+	resp, keyPEM, err := joinWithKey(ctx, joinURL, []byte(token), clusterapi.JoinRequest{Name: name, Replica: true}, log)
 	if err != nil {
 		return replicaState{}, err
 	}
@@ -90,7 +90,7 @@ func joinAsReplica(ctx context.Context, joinURL, name, token string, files datad
 		data []byte
 		mode os.FileMode
 	}{
-		{files.CAFile, []byte(resp.CACert), 0o644}, {files.CertFile, []byte(resp.Cert), 0o644}, {files.KeyFile, []byte(resp.Key), 0o600},
+		{files.CAFile, []byte(resp.CACert), 0o644}, {files.CertFile, []byte(resp.Cert), 0o644}, {files.KeyFile, keyPEM, 0o600},
 	} {
 		if err := WriteFile(f.path, f.data, f.mode); err != nil {
 			return st, err

@@ -113,7 +113,7 @@ func TestClusterImportFromSingleDevice(t *testing.T) {
 	t.Logf("%s: single device written and stopped", time.Since(begin).Round(time.Millisecond))
 
 	ports := freeLoopbackPorts(t, 2)
-	m := startMemberIn(t, "m1", dir, "--cluster-init", "--cluster-token", "import-token", "--member-name", "m1",
+	m := startMemberIn(t, "m1", dir, "--cluster-init", "--cluster-token", "import-token-0123", "--member-name", "m1",
 		"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]))
 	if match := importTook.FindStringSubmatch(m.ts.Log()); match == nil {
 		t.Errorf("no import in the log:\n%s", m.ts.Log())
@@ -235,7 +235,7 @@ func TestClusterBackupRestore(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "staged ") || !strings.Contains(out, "cluster.pre-restore-") {
 		t.Fatalf("leasehold restore: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	r1Args := []string{"--cluster-init", "--cluster-token", "restored-token", "--member-name", "m1"}
+	r1Args := []string{"--cluster-init", "--cluster-token", "restored-token-0123", "--member-name", "m1"}
 	for i, a := range members[0].args {
 		if a == "--peer-listen" || a == "--cluster-client-listen" {
 			r1Args = append(r1Args, a, members[0].args[i+1])
@@ -255,7 +255,7 @@ func TestClusterBackupRestore(t *testing.T) {
 
 	// A device with an emptied data directory joins the restored cluster.
 	ports := freeLoopbackPorts(t, 2)
-	startMemberIn(t, "n2", t.TempDir(), "--join", r1.ts.URL, "--cluster-token", "restored-token", "--member-name", "n2",
+	startMemberIn(t, "n2", t.TempDir(), "--join", r1.ts.URL, "--cluster-token", "restored-token-0123", "--member-name", "n2",
 		"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]))
 	status := r1.waitHealthy(t, 2)
 	t.Logf("%s: joined", time.Since(begin).Round(time.Millisecond))

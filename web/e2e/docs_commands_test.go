@@ -106,7 +106,7 @@ type docsSkip struct {
 var docsSkips = []docsSkip{
 	{block: "make test", reason: "runs the whole suite, this test included, after installing Debian packages as root"},
 	{block: "--server http://lease-server:8080", reason: "addresses the reader's server host lease-server; the worked example after it runs the same commands (run, leader) against a local server"},
-	{block: "--cluster-init --cluster-token T", reason: "three cluster members at once on fixed ports (this runner keeps one server); web/e2e/cluster_test.go runs the same init, joins and cluster status on free ports"},
+	{block: "--cluster-init --cluster-token-file token", reason: "three cluster members at once on fixed ports (this runner keeps one server); web/e2e/cluster_test.go runs the same init, joins and cluster status on free ports"},
 	{block: "--storage etcd", reason: "needs a three-member etcd cluster and its certificates (web/e2e/replicas_test.go runs replicas on a real etcd)"},
 	{block: "apt install ./leasehold", reason: "installs a release package as root with systemd (make verify-dist and .ci/pkg-test check the package)"},
 	{block: "tar xzf leasehold-", reason: "installs a release tarball as root with systemd (make verify-dist checks the tarball)"},

@@ -30,22 +30,3 @@ func TestStatusWire(t *testing.T) {
 		t.Errorf("status without a controller: %s", got)
 	}
 }
-
-// TestProof: a proof depends on the token, the label and the keying
-// material, so one made for one session, side or cluster is worthless for
-// another.
-func TestProof(t *testing.T) {
-	base := Proof([]byte("token"), JoinProofLabel, []byte("ekm"))
-	if len(base) != 64 || base != Proof([]byte("token"), JoinProofLabel, []byte("ekm")) {
-		t.Fatalf("proof %q: want 64 hex digits, the same each time", base)
-	}
-	for name, other := range map[string]string{
-		"token": Proof([]byte("other"), JoinProofLabel, []byte("ekm")),
-		"label": Proof([]byte("token"), MemberProofLabel, []byte("ekm")),
-		"ekm":   Proof([]byte("token"), JoinProofLabel, []byte("ekm2")),
-	} {
-		if other == base {
-			t.Errorf("a different %s gives the same proof", name)
-		}
-	}
-}

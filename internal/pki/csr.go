@@ -1,0 +1,148 @@
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Certificate requests: a joiner generates its key and sends only a
+// request signed by it, so no private key crosses the wire; the CA signs
+// the request's public key with the subject and names it decides itself.
+
+// GenerateKey makes a new ECDSA P-256 key and its PEM (PKCS #8).
+func GenerateKey() (crypto.Signer, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: generate key: %w", err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, keyPEM, nil
+}
+
+// CreateCSR is a PEM certificate request for commonName and hosts (DNS
+// names and IP addresses), signed by key.
+func CreateCSR(key crypto.Signer, commonName string, hosts []string) ([]byte, error) {
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: commonName}}
+	tmpl.DNSNames, tmpl.IPAddresses = splitHosts(hosts)
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		return nil, fmt.Errorf("pki: create certificate request: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+// ParseCSR reads a PEM certificate request and checks that it is signed
+// by the key it carries (its sender holds that key) and that the key is
+// one a certificate may hold: ECDSA P-256 or P-384, Ed25519, or RSA of at
+// least 2048 bits.
+func ParseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
+	block, rest := pem.Decode(csrPEM)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, errors.New("pki: not one PEM certificate request")
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("pki: certificate request: %w", err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("pki: certificate request: %w", err)
+	}
+	switch k := csr.PublicKey.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
+			return nil, errors.New("pki: certificate request: ECDSA keys must be P-256 or P-384")
+		}
+	case ed25519.PublicKey:
+	case *rsa.PublicKey:
+		if k.N.BitLen() < 2048 {
+			return nil, errors.New("pki: certificate request: RSA keys must have at least 2048 bits")
+		}
+	default:
+		return nil, fmt.Errorf("pki: certificate request: unsupported key type %T", k)
+	}
+	return csr, nil
+}
+
+// SignPeer is IssuePeer for a key the holder generated: a certificate for
+// both ends of mutual TLS, for commonName and hosts, on pub.
+func (a *Authority) SignPeer(commonName string, hosts []string, pub crypto.PublicKey) ([]byte, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	tmpl.DNSNames, tmpl.IPAddresses = splitHosts(hosts)
+	return a.sign(tmpl, CAValidity, pub)
+}
+
+// SignLongLivedClient is IssueLongLivedClient for a key the holder
+// generated.
+func (a *Authority) SignLongLivedClient(commonName string, groups []string, pub crypto.PublicKey) ([]byte, error) {
+	return a.sign(clientTemplate(commonName, groups), CAValidity, pub)
+}
+
+func (a *Authority) sign(tmpl *x509.Certificate, validity time.Duration, pub crypto.PublicKey) ([]byte, error) {
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour) // tolerate small clock skew
+	tmpl.NotAfter = now.Add(validity)
+	if tmpl.NotAfter.After(a.Cert.NotAfter) {
+		tmpl.NotAfter = a.Cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Cert, pub, a.Key)
+	if err != nil {
+		return nil, fmt.Errorf("pki: create certificate: %w", err)
+	}
+	return encodeCert(der), nil
+}
+
+// CheckIssued checks that certPEM is a certificate for key's public half,
+// with commonName, signed by the CA of caPEM: what a joiner checks of the
+// certificate it was handed before it keeps it.
+func CheckIssued(certPEM, caPEM []byte, key crypto.Signer, commonName string) error {
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		return err
+	}
+	ca, err := parseCert(caPEM)
+	if err != nil {
+		return fmt.Errorf("pki: CA: %w", err)
+	}
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return errors.New("pki: the certificate is not for this key")
+	}
+	if cert.Subject.CommonName != commonName {
+		return fmt.Errorf("pki: the certificate is for %q, not %q", cert.Subject.CommonName, commonName)
+	}
+	if err := cert.CheckSignatureFrom(ca); err != nil {
+		return fmt.Errorf("pki: the certificate is not signed by the CA: %w", err)
+	}
+	return nil
+}
+
+func splitHosts(hosts []string) (dns []string, ips []net.IP) {
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else if h != "" {
+			dns = append(dns, h)
+		}
+	}
+	return dns, ips
+}
