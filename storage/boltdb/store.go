@@ -141,6 +141,7 @@ func (s *Store) load(ctx context.Context) (err error) {
 				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, sn.rev)
 			}
 			sn.index, _ = sn.index.put(kv)
+			sn.data.add(kv.Key, kv.Value, 1)
 		}
 		sn.compactRev = sn.rev
 		s.snap.Store(sn)
@@ -299,6 +300,7 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 	st := storage.Stats{Backend: "boltdb"}
 	sn := s.snap.Load()
 	st.Revision, st.CompactRevision, st.Keys = sn.rev, sn.compactRev, int64(sn.index.len())
+	st.DataBytes, st.QuotaBytes = sn.data.total, s.opts.QuotaBytes
 	if fi, err := os.Stat(s.path); err == nil {
 		st.SizeBytes = fi.Size()
 	}
