@@ -92,7 +92,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	go s.writer()
 	go s.trimIdle()
 	sn := s.snap.Load()
-	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len())
+	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len(), "dataBytes", sn.data.total)
+	if sn.data.total > opts.QuotaBytes {
+		s.log.WarnContext(ctx, "stored keys and values exceed the storage quota: writes that grow them will be refused until some are deleted or the quota is raised",
+			"dataBytes", sn.data.total, "quotaBytes", opts.QuotaBytes)
+	}
 	return s, nil
 }
 
