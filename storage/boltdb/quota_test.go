@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/storage"
@@ -130,5 +132,34 @@ func TestQuotaWithinOneRound(t *testing.T) {
 	st, _ := s.Stats(ctx)
 	if want := quota / (50<<10 + 5); ok != want || st.DataBytes > quota {
 		t.Fatalf("%d concurrent 50 KiB creates accepted, %d bytes held; want %d within %d", ok, st.DataBytes, want, quota)
+	}
+}
+
+// TestQuotaLoweredBelowData: a store reopened with a quota below its data
+// opens, warns once, refuses growth and still takes same-size updates.
+func TestQuotaLoweredBelowData(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTemp(t, Options{})
+	kv, err := s.Create(ctx, "/k", make([]byte, 4000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	s2, err := Open(ctx, path, Options{QuotaBytes: 1000, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("open with a quota below the data: %v", err)
+	}
+	defer s2.Close()
+	if !strings.Contains(logged.String(), "exceed the storage quota") || !strings.Contains(logged.String(), "quotaBytes=1000") {
+		t.Errorf("no warning of the data over the quota in the log:\n%s", logged.String())
+	}
+	if _, err := s2.Create(ctx, "/k2", []byte("x")); !errors.Is(err, storage.ErrQuotaExceeded) {
+		t.Fatalf("create over the quota: %v; want ErrQuotaExceeded", err)
+	}
+	if _, err := s2.Update(ctx, "/k", make([]byte, 4000), kv.ModRevision); err != nil {
+		t.Fatalf("same-size update over the quota: %v", err)
 	}
 }
