@@ -25,6 +25,10 @@ var (
 	ErrFutureRevision = errors.New("storage: required revision is a future revision")
 	// ErrValueTooLarge reports a value above the backend's size limit.
 	ErrValueTooLarge = errors.New("storage: value too large")
+	// ErrQuotaExceeded reports a write refused because the data it adds
+	// would take the store past its quota (etcd's "database space
+	// exceeded"); writes that do not grow the data still succeed.
+	ErrQuotaExceeded = errors.New("storage: database space exceeded")
 	// ErrClosed reports an operation on a closed store.
 	ErrClosed = errors.New("storage: closed")
 	// ErrTimeout reports a request that did not complete in time, or a
@@ -173,6 +177,10 @@ type Stats struct {
 	Keys            int64  `json:"keys"`
 	// SizeBytes is the on-disk size, 0 when not applicable.
 	SizeBytes int64 `json:"sizeBytes"`
+	// DataBytes is the bytes of keys and values the quota counts, and
+	// QuotaBytes that quota; 0 when the backend keeps no such count.
+	DataBytes  int64 `json:"dataBytes,omitempty"`
+	QuotaBytes int64 `json:"quotaBytes,omitempty"`
 }
 
 // StatsReporter is implemented by backends that can describe themselves.

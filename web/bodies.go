@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/web/apiserver"
 )
 
 // Request bodies are streamed (fasthttp's StreamRequestBody): fasthttp
@@ -74,6 +76,7 @@ func (s *Server) readBody(rc *fasthttp.RequestCtx) (held int64, err error) {
 			return n, err
 		}
 		req.SetBodyRaw(buf)
+		apiserver.MarkBodyOwned(rc) // buf is this request's alone
 		return n, nil
 	}
 	// Chunked: the size is known only at the end, so reserve as it grows.
@@ -100,6 +103,7 @@ func (s *Server) readBody(rc *fasthttp.RequestCtx) (held int64, err error) {
 		return held, errBodyTooLarge
 	}
 	req.SetBodyRaw(buf)
+	apiserver.MarkBodyOwned(rc)
 	return held, nil
 }
 

@@ -28,7 +28,13 @@ var testVersion = web.VersionInfo{
 // newServer builds a Server on a real engine and bbolt store.
 func newServer(t testing.TB, mod func(*web.Options)) *web.Server {
 	t.Helper()
-	st, err := boltdb.Open(context.Background(), filepath.Join(t.TempDir(), "db"), boltdb.Options{})
+	return newServerStore(t, boltdb.Options{}, mod)
+}
+
+// newServerStore is newServer on a store opened with so.
+func newServerStore(t testing.TB, so boltdb.Options, mod func(*web.Options)) *web.Server {
+	t.Helper()
+	st, err := boltdb.Open(context.Background(), filepath.Join(t.TempDir(), "db"), so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +58,12 @@ func newServer(t testing.TB, mod func(*web.Options)) *web.Server {
 // shuts down at cleanup.
 func startServer(t testing.TB, mod func(*web.Options)) string {
 	t.Helper()
-	srv := newServer(t, mod)
+	return serveOn(t, newServer(t, mod))
+}
+
+// serveOn serves srv on 127.0.0.1:0 as startServer does.
+func serveOn(t testing.TB, srv *web.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

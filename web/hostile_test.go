@@ -157,7 +157,7 @@ func TestBodyBudget(t *testing.T) {
 	base := startServer(t, func(o *web.Options) {
 		o.Limits.MaxBodyBytesInFlight = budget
 		// Enough workload seats for both large writes at once (each takes
-		// a seat per 4 KiB), so that the body budget, not flow control,
+		// a seat per flowcontrol.BodySeatBytes), so that the body budget, not flow control,
 		// is what turns the second away.
 		o.Limits.MaxRequestsInflight = 4000
 	})

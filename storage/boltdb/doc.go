@@ -34,6 +34,16 @@
 // over everything that queued up meanwhile (db.Batch is avoided because it
 // waits on a 10 ms timer).
 //
+// # Quota
+//
+// Every key and value is held in memory, so the data is bounded by
+// Options.QuotaBytes: the round counts the bytes of keys and values as it
+// validates, and a put that would grow them past the quota fails with
+// storage.ErrQuotaExceeded, as does one of a value over LargeValueBytes
+// that would take the large values past a quarter of it. A put that does
+// not grow the data (a renewal, usually) and a delete always pass, so a
+// client filling the store with big objects cannot stop renewals.
+//
 // # History
 //
 // Recent events are kept in memory only, bounded by Options.HistoryWindow,

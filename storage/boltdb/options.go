@@ -8,6 +8,18 @@ import (
 // DefaultHistoryMaxBytes is Options.HistoryMaxBytes's default.
 const DefaultHistoryMaxBytes = 16 << 20
 
+// DefaultQuotaBytes is Options.QuotaBytes's default: room for about
+// 150,000 leases as client-go writes them (about 800 bytes each, key
+// included).
+const DefaultQuotaBytes = 128 << 20
+
+// LargeValueBytes is the size above which a value counts as large: a
+// Lease or LeaseCandidate as client-go writes it is about one kilobyte.
+// Large values may hold at most a quarter of the quota between them
+// (Options.QuotaBytes), so that a client writing big objects cannot fill
+// the store that leader election needs to renew in.
+const LargeValueBytes = 64 << 10
+
 // Options tune a Store. The zero value selects the defaults.
 type Options struct {
 	// HistoryWindow is how long events stay replayable (default 5m).
@@ -19,6 +31,14 @@ type Options struct {
 	// it, not the window, bounds the history: at 10,000 writes/s of 700-byte
 	// values 16 MiB is about two seconds, at 100/s the whole window.
 	HistoryMaxBytes int64
+	// QuotaBytes caps the bytes of keys and values the store holds, all
+	// of which it keeps in memory (default DefaultQuotaBytes): a write
+	// that would grow the data past it fails with ErrQuotaExceeded, and
+	// so does one that would take the values over LargeValueBytes past a
+	// quarter of it. Writes that do not grow the data (a renewal of the
+	// same size, a smaller value, a delete) always pass, so a full store
+	// keeps renewing its leases.
+	QuotaBytes int64
 	// MaxValueBytes is the largest accepted value (default 1.5 MiB, etcd's
 	// default request limit); larger writes fail with ErrValueTooLarge.
 	MaxValueBytes int
@@ -57,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HistoryMaxBytes <= 0 {
 		o.HistoryMaxBytes = DefaultHistoryMaxBytes
+	}
+	if o.QuotaBytes <= 0 {
+		o.QuotaBytes = DefaultQuotaBytes
 	}
 	if o.MaxValueBytes <= 0 {
 		o.MaxValueBytes = 3 << 19 // 1.5 MiB

@@ -14,4 +14,26 @@ type snapshot struct {
 	rev        int64
 	compactRev int64
 	hist       history
+	// data is what the quota counts of the index (see dataSize).
+	data dataSize
+}
+
+// dataSize is what the quota (Options.QuotaBytes) counts: the bytes of
+// the keys and values in the index, and separately those of the large
+// values (over LargeValueBytes) among them. Slots and tree nodes add
+// about a hundred bytes per key that it does not count.
+type dataSize struct {
+	total, large int64
+}
+
+// kvBytes is what one stored key and value count.
+func kvBytes(key string, value []byte) int64 { return int64(len(key) + len(value)) }
+
+// add counts a key-value put (n > 0) or removed (n < 0).
+func (d *dataSize) add(key string, value []byte, sign int64) {
+	n := sign * kvBytes(key, value)
+	d.total += n
+	if len(value) > LargeValueBytes {
+		d.large += n
+	}
 }

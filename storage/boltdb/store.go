@@ -92,7 +92,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	go s.writer()
 	go s.trimIdle()
 	sn := s.snap.Load()
-	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len())
+	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len(), "dataBytes", sn.data.total)
+	if sn.data.total > opts.QuotaBytes {
+		s.log.WarnContext(ctx, "stored keys and values exceed the storage quota: writes that grow them will be refused until some are deleted or the quota is raised",
+			"dataBytes", sn.data.total, "quotaBytes", opts.QuotaBytes)
+	}
 	return s, nil
 }
 
@@ -141,6 +145,7 @@ func (s *Store) load(ctx context.Context) (err error) {
 				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, sn.rev)
 			}
 			sn.index, _ = sn.index.put(kv)
+			sn.data.add(kv.Key, kv.Value, 1)
 		}
 		sn.compactRev = sn.rev
 		s.snap.Store(sn)
@@ -299,6 +304,7 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 	st := storage.Stats{Backend: "boltdb"}
 	sn := s.snap.Load()
 	st.Revision, st.CompactRevision, st.Keys = sn.rev, sn.compactRev, int64(sn.index.len())
+	st.DataBytes, st.QuotaBytes = sn.data.total, s.opts.QuotaBytes
 	if fi, err := os.Stat(s.path); err == nil {
 		st.SizeBytes = fi.Size()
 	}

@@ -162,6 +162,7 @@ func (s *Store) commit(r *round) {
 	clear(r.deleted)
 	r.events = r.events[:0]
 	rev := s.snap.Load().rev // only the writer changes the revision
+	data := s.snap.Load().data
 
 	for _, o := range r.ops {
 		cur, exists := s.lookup(r, o.key)
@@ -169,6 +170,9 @@ func (s *Store) commit(r *round) {
 		case opCreate:
 			if exists {
 				o.err = fmt.Errorf("create %q: %w", o.key, storage.ErrKeyExists)
+				continue
+			}
+			if o.err = s.checkQuota(&data, o, nil); o.err != nil {
 				continue
 			}
 			rev++
@@ -183,6 +187,9 @@ func (s *Store) commit(r *round) {
 			}
 			if cur.ModRevision != o.expected {
 				o.err = fmt.Errorf("update %q at %d (current %d): %w", o.key, o.expected, cur.ModRevision, storage.ErrConflict)
+				continue
+			}
+			if o.err = s.checkQuota(&data, o, &cur); o.err != nil {
 				continue
 			}
 			rev++
@@ -201,6 +208,7 @@ func (s *Store) commit(r *round) {
 				continue
 			}
 			rev++
+			data.add(cur.Key, cur.Value, -1)
 			o.prev = cur
 			o.kv = storage.KeyValue{Key: o.key, CreateRevision: cur.CreateRevision, ModRevision: rev}
 			prev := cur
@@ -226,7 +234,7 @@ func (s *Store) commit(r *round) {
 			}
 		} else {
 			s.commits.Add(1)
-			s.publish(r, rev)
+			s.publish(r, rev, data)
 		}
 	}
 	for i, o := range r.ops {
@@ -234,6 +242,32 @@ func (s *Store) commit(r *round) {
 		o.done <- struct{}{}
 		r.ops[i] = nil
 	}
+}
+
+// checkQuota admits a put of o.value over cur (nil: a new key) into
+// data, the round's running count, or refuses it with ErrQuotaExceeded: a
+// put that grows the data must keep it within the quota, and one of a
+// large value must keep the large values within a quarter of it. A put
+// that does not grow the data always passes, so that renewals go on in a
+// full store.
+func (s *Store) checkQuota(data *dataSize, o *op, cur *storage.KeyValue) error {
+	next := *data
+	if cur != nil {
+		next.add(cur.Key, cur.Value, -1)
+	}
+	next.add(o.key, o.value, 1)
+	quota := s.opts.QuotaBytes
+	switch {
+	case next.total <= data.total:
+	case next.total > quota:
+		return fmt.Errorf("write %q: %d bytes of keys and values would pass the storage quota of %d: %w",
+			o.key, next.total, quota, storage.ErrQuotaExceeded)
+	case len(o.value) > LargeValueBytes && next.large > quota/4:
+		return fmt.Errorf("write %q: %d bytes of values over %d bytes would pass a quarter of the storage quota of %d: %w",
+			o.key, next.large, LargeValueBytes, quota, storage.ErrQuotaExceeded)
+	}
+	*data = next
+	return nil
 }
 
 // persist writes the accepted ops of the round in one fsynced transaction.
@@ -263,7 +297,7 @@ func (s *Store) persist(r *round, rev int64) error {
 // to watchers. Readers are never waited for: they keep whichever snapshot
 // they loaded. s.mu only orders this against Compact, the idle trim and
 // watch registration, so that a new watcher sees each round exactly once.
-func (s *Store) publish(r *round, rev int64) {
+func (s *Store) publish(r *round, rev int64, data dataSize) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -277,7 +311,7 @@ func (s *Store) publish(r *round, rev int64) {
 		}
 		next.hist.push(histEvent{ev: *e, round: rev, at: now.UnixNano()})
 	}
-	next.rev = rev
+	next.rev, next.data = rev, data
 	s.trim(&next, now)
 	s.snap.Store(&next)
 	if len(s.watchers) > 0 {

@@ -156,6 +156,8 @@ func (s *Store) wrapErr(op string, err error) error {
 		return fmt.Errorf("etcd: %s: %w", op, storage.ErrFutureRevision)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return fmt.Errorf("etcd: %s: %w", op, storage.ErrValueTooLarge)
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		return fmt.Errorf("etcd: %s: %w", op, storage.ErrQuotaExceeded)
 	case timedOut(err):
 		return fmt.Errorf("etcd: %s: %w: %w", op, storage.ErrTimeout, err)
 	}

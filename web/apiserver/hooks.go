@@ -12,7 +12,23 @@ const (
 	userKey      = "leasehold.user"
 	streamEndKey = "leasehold.streamEnd"
 	initialKey   = "leasehold.initialEvents"
+	ownedBodyKey = "leasehold.ownedBody"
 )
+
+// MarkBodyOwned records that the request's body is a slice of its own
+// (web reads a streamed body into a buffer it allocates for that request
+// and never reuses), which a handler may keep beyond the request without
+// a copy. Other bodies live in fasthttp's pooled buffer.
+func MarkBodyOwned(rc *fasthttp.RequestCtx) { rc.SetUserValue(ownedBodyKey, true) }
+
+// ownedBody is r's body, copied unless MarkBodyOwned said it is the
+// request's own.
+func ownedBody(rc *fasthttp.RequestCtx, body []byte) []byte {
+	if rc.UserValue(ownedBodyKey) != nil {
+		return body
+	}
+	return append([]byte(nil), body...)
+}
 
 // SetUser records the authenticated user: its name becomes
 // engine.Scope.User, and the self reviews answer for it. Requests without

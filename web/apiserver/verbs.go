@@ -195,8 +195,9 @@ func (r *request) patch() error {
 		return err
 	}
 	// The engine may keep the patch beyond this call (managedFields,
-	// errors); fasthttp reuses the body buffer, so hand it a copy.
-	data := append([]byte(nil), body...)
+	// errors); fasthttp reuses its body buffer, so hand it a copy unless
+	// the body is the request's own (a large one, streamed).
+	data := ownedBody(r.rc, body)
 	out, created, err := r.h.eng.Patch(ctx, r.scope, r.rt.name, pt, data, opts)
 	if err != nil {
 		return err

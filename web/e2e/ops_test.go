@@ -72,6 +72,8 @@ func TestE2EOpsHealthAndMetrics(t *testing.T) {
 		`# TYPE leasehold_http_request_duration_seconds histogram`,
 		`leasehold_storage_revision{backend="boltdb"} `,
 		`leasehold_storage_db_size_bytes{backend="boltdb"} `,
+		`leasehold_storage_quota_bytes{backend="boltdb"} 134217728`,
+		`leasehold_storage_data_bytes{backend="boltdb"} `,
 		`leasehold_storage_commit_duration_seconds_bucket{le="+Inf"} `,
 		`leasehold_watch_streams 0`,
 		`leasehold_election_decisions_total `,

@@ -14,9 +14,14 @@ import (
 const SeatBytes = 32 << 10
 
 // BodySeatBytes is how much request body one seat stands for, for writes
-// beyond SmallBodyBytes: a 200 KB patch takes 50 seats, so a handful of
-// them at once fill the workload class instead of the CPU.
-const BodySeatBytes = 4 << 10
+// beyond SmallBodyBytes: a 200 KB patch takes 98 of the workload class's
+// 115 default seats, so one such write runs at a time. Decoding, merging
+// and encoding it is CPU-bound for milliseconds; two at once on a 2-core
+// device left renewals queued behind them for the CPU (renewal p99 under
+// 16 loops of 200 KB patches: 290-350 ms at 4 KiB a seat, 120-130 ms at
+// 2 KiB, same machine and load), while the patches got through at
+// nearly the same rate.
+const BodySeatBytes = 2 << 10
 
 // Controller admits requests by class, seats and fair queues, and holds
 // the LIST byte budget. Create it with New.

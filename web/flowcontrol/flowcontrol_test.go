@@ -299,3 +299,47 @@ func TestFlagsAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLargeWriteAtATime: with the default shares, a 200 KB patch fills
+// most of the workload class: a small workload request still runs beside
+// it, a second 200 KB patch waits for it.
+func TestOneLargeWriteAtATime(t *testing.T) {
+	c := New(Config{QueueWait: time.Minute})
+	ctx := context.Background()
+	patch := Request{IsResourceRequest: true, Verb: "patch", Resource: "leases", BodyBytes: 200_000, Addr: "a"}
+	first, err := c.Admit(ctx, &patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Class != Workload {
+		t.Fatalf("200 KB patch classified %s", first.Class)
+	}
+	small := Request{IsResourceRequest: true, Verb: "create", Resource: "events", BodyBytes: 500, Addr: "b"}
+	tk, err := c.Admit(ctx, &small)
+	if err != nil {
+		t.Fatalf("small workload request beside a large patch: %v", err)
+	}
+	defer tk.Done()
+	if st := c.levels[Workload].stats(); st.executing != 2 {
+		t.Fatalf("workload class executes %d requests; want the patch and the small request", st.executing)
+	}
+	second := make(chan *Ticket, 1)
+	go func() {
+		tk, err := c.Admit(ctx, &patch)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- tk
+	}()
+	for c.levels[Workload].stats().queued < 1 {
+		select {
+		case <-second:
+			t.Fatal("a second 200 KB patch ran beside the first")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	first.Done()
+	if tk := <-second; tk != nil {
+		tk.Done()
+	}
+}

@@ -106,6 +106,10 @@ func writeStorage(w io.Writer, st engine.StorageStats) {
 	if st.SizeBytes > 0 {
 		gauge("leasehold_storage_db_size_bytes", "Size of the database file.", st.SizeBytes)
 	}
+	if st.QuotaBytes > 0 {
+		gauge("leasehold_storage_data_bytes", "Bytes of keys and values stored, as --storage-quota-bytes counts them.", st.DataBytes)
+		gauge("leasehold_storage_quota_bytes", "--storage-quota-bytes: writes that would grow the stored data past it are refused.", st.QuotaBytes)
+	}
 }
 
 func writeElection(w io.Writer, e election.Stats) {

@@ -259,8 +259,13 @@ func (n *noise) patchLoop(hc *fasthttp.HostClient, i int) {
 		req.SetBodyRaw(body)
 		err := hc.Do(req, resp)
 		code := resp.StatusCode()
-		// The answer carries the whole object back; count the request only.
-		n.answer("PATCH", path, code, nil, err)
+		// A success carries the whole object back: count the request
+		// only. A refusal's Status says why (a full storage quota, say).
+		var answer []byte
+		if code/100 != 2 {
+			answer = resp.Body()
+		}
+		n.answer("PATCH", path, code, answer, err)
 		if err != nil || code/100 != 2 {
 			n.backoff()
 		}
