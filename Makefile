@@ -28,7 +28,7 @@ help:
 	@echo "make pkg-test     install, start, upgrade, remove and purge the amd64 .deb in a throwaway Debian root (root; downloads Debian)"
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="$(LDFLAGS)" -o leasehold .
+	GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash .ci/build leasehold
 
 deps:
 	bash .ci/deps
@@ -63,7 +63,7 @@ dist:
 		deb=$$(case $$arch in arm) echo armhf;; *) echo $$arch;; esac); \
 		name=leasehold-$(VERSION)-linux-$$deb; \
 		mkdir -p $(DIST)/$$name; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags="$(LDFLAGS)" -o $(DIST)/$$name/leasehold . ; \
+		GOOS=linux GOARCH=$$arch GOARM=7 GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash .ci/build $(DIST)/$$name/leasehold ; \
 		cp docs/LICENSE README.md .ci/dist/leasehold.service .ci/dist/leasehold.env $(DIST)/$$name/; \
 		tar -C $(DIST) --owner=0 --group=0 --mtime='2000-01-01 00:00Z' --sort=name -czf $(DIST)/$$name.tar.gz $$name; \
 		(cd .ci/dist && $(GO) run . -arch $$arch -version $(VERSION) -binary ../../$(DIST)/$$name/leasehold \

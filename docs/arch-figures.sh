@@ -22,7 +22,7 @@ for arch in "${archs[@]}"; do
 	*) echo "unknown architecture $arch" >&2; exit 2 ;;
 	esac
 	bin=$work/leasehold-$arch
-	CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOARM=$goarm go build -trimpath -ldflags="-s -w" -o "$bin" .
+	GOOS=linux GOARCH=$goarch GOARM=$goarm bash .ci/build "$bin"  # the release build
 	rm -f "$work/ready"
 	$qemu "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data-$arch" --ready-file "$work/ready" \
 		--log-level warn --write-kubeconfig - >"$work/server-$arch.log" 2>&1 &
