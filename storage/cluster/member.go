@@ -36,6 +36,10 @@ type Config struct {
 	InitialCluster string
 	// Join starts a member that was added to an existing cluster.
 	Join bool
+	// ForceNewCluster starts the member's data as a one-member cluster
+	// (etcd's --force-new-cluster: every entry of its log committed, the
+	// other members dropped). Only Reset uses it, on a copy.
+	ForceNewCluster bool
 	// StartTimeout bounds the wait for the member to be ready (it needs a
 	// quorum) and, for a joiner, to be promoted from learner.
 	StartTimeout time.Duration
@@ -175,6 +179,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	}
 	ec.InitialClusterToken = bootstrapToken()
 	ec.ClusterState = embed.ClusterStateFlagNew
+	ec.ForceNewCluster = cfg.ForceNewCluster
 	if cfg.Join {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
@@ -493,5 +498,5 @@ func (m *Member) noQuorum(ctx context.Context, name string) error {
 	return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
 		"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
 		"(each with its data directory) to restore the quorum, then remove the dead ones; "+
-		"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, voters/2+1)
+		"if a majority is lost for good, recover on a surviving member with leasehold cluster reset (or restore a backup)", name, ErrNoQuorum, up, voters, voters/2+1)
 }
