@@ -172,17 +172,14 @@ func TestSnapshotAndRestore(t *testing.T) {
 	oldRev := last.Header.Revision
 
 	snap := filepath.Join(t.TempDir(), "snap.db")
-	// The follower must have applied the last write before its snapshot.
-	deadline := time.Now().Add(30 * time.Second)
-	var info SnapshotInfo
-	for {
-		if info, err = m2.SaveSnapshot(ctx, snap); err != nil {
-			t.Fatalf("SaveSnapshot on the follower: %v", err)
-		}
-		if info.Revision >= oldRev || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The barrier read makes the follower apply the last write before
+	// its snapshot: no waiting for it to catch up.
+	info, err := m2.SaveSnapshot(ctx, snap)
+	if err != nil {
+		t.Fatalf("SaveSnapshot on the follower: %v", err)
+	}
+	if info.Revision < oldRev {
+		t.Errorf("the follower's snapshot has revision %d, below %d, the last write's (acknowledged before it)", info.Revision, oldRev)
 	}
 	if ok, err := IsSnapshot(snap); !ok || err != nil {
 		t.Fatalf("IsSnapshot = %v, %v", ok, err)
@@ -220,7 +217,16 @@ func TestSnapshotAndRestore(t *testing.T) {
 			t.Errorf("%s: CheckSnapshot = %v, want ErrNotSnapshot", name, err)
 		}
 	}
+	// Without m1, m2 has no quorum: it cannot confirm it holds every
+	// acknowledged write, and refuses to back up.
 	m1.Close()
+	cut := filepath.Join(t.TempDir(), "cut.db")
+	if _, err := m2.SaveSnapshot(ctx, cut); !errors.Is(err, ErrNoQuorum) || !strings.Contains(err.Error(), "cannot confirm that it holds every acknowledged write") {
+		t.Errorf("SaveSnapshot without a quorum = %v, want a refusal (ErrNoQuorum)", err)
+	}
+	if _, err := os.Stat(cut); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused snapshot left %s (%v)", cut, err)
+	}
 	m2.Close()
 
 	// The restored cluster runs where m1 ran, with a new CA.
