@@ -40,7 +40,7 @@ func stageClusterRestore(ctx context.Context, file string, dir datadir.Layout, s
 var ClusterResetCommand = cli.Command{
 	Name:     "reset",
 	Synopsis: resetSynopsis,
-	Summary:  "make a stopped member of a cluster that lost its quorum for good a new one-member cluster with all its data",
+	Summary:  "after a quorum lost for good: a stopped survivor becomes a one-member cluster",
 	Run:      clusterReset,
 }
 

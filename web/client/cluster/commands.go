@@ -18,38 +18,12 @@ import (
 	"github.com/leasehold/leasehold/web/client/lease"
 )
 
-// Command is "leasehold cluster", with the subcommands that ask a running
-// server.
-var Command = CommandWith()
-
-// CommandWith is "leasehold cluster" with offline subcommands besides:
-// each works on a stopped member's data directory (reset), so it lives
-// with the storage code, and runs with the arguments after its name.
-func CommandWith(offline ...cli.Command) cli.Command {
-	c := cli.Command{
-		Name:     "cluster",
-		Synopsis: commandSynopsis,
-		Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME)",
-	}
-	for _, o := range offline {
-		c.Synopsis += "\n" + o.Synopsis
-		c.Summary = strings.TrimSuffix(c.Summary, ")") + ", " + o.Name + ")"
-	}
-	synopsis := c.Synopsis
-	c.Run = func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		for _, o := range offline {
-			if len(args) > 0 && args[0] == o.Name {
-				return o.Run(ctx, args[1:], stdout, stderr)
-			}
-		}
-		// "cluster --help" shows every form; "cluster status --help"
-		// its own.
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			return run(ctx, commandSynopsis, args, stdout, stderr)
-		}
-		return run(ctx, synopsis, args, stdout, stderr)
-	}
-	return c
+// Command is "leasehold cluster".
+var Command = cli.Command{
+	Name:     "cluster",
+	Synopsis: commandSynopsis,
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME)",
+	Run:      run,
 }
 
 const commandSynopsis = "cluster status|members|remove NAME [flags]"
@@ -61,9 +35,7 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
   members       every member: name, ID, leader, health, learner, raft index, db size
   remove NAME   remove a member (a dead device: quorum is then counted without it);
                 a removed member cannot come back with its old data directory. It
-                needs a quorum: without one it fails within seconds, saying so
-  reset         on a surviving member whose cluster lost its quorum for good, with the
-                server stopped: "leasehold cluster reset --help" (no kubeconfig)`
+                needs a quorum: without one it fails within seconds, saying so`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
@@ -78,8 +50,13 @@ func Remove(ctx context.Context, c *lease.Client, name string) error {
 	return c.Do(ctx, http.MethodDelete, clusterapi.MembersPath+url.PathEscape(name), nil, &out)
 }
 
-func run(ctx context.Context, synopsis string, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet(synopsis, commandAbout, stderr)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runAs(ctx, commandSynopsis, commandAbout, args, stdout, stderr)
+}
+
+// runAs is run with the synopsis and description its help shows.
+func runAs(ctx context.Context, synopsis, about string, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(synopsis, about, stderr)
 	kc := fs.String("kubeconfig", "", "kubeconfig `file` of a member (default $KUBECONFIG, else leasehold-data/kubeconfig)")
 	output := fs.String("output", "table", "output `format`: table or json")
 	fs.Alias("o", "output")
