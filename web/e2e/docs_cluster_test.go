@@ -24,19 +24,44 @@ import (
 	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
-// docsClusterSections are the sections of docs/cluster.md whose commands
-// TestE2EDocsCluster runs, in order, each after the fault it is about.
-var docsClusterSections = []string{"A lost device", "A stolen device", "Recovering from a lost quorum"}
+// docsClusterFaults are the sections of docs/cluster.md whose commands
+// TestE2EDocsCluster runs, in the order of the file, each after the fault
+// it is about, by title. The last is required; the others run when the
+// file has them.
+var docsClusterFaults = []struct {
+	title string
+	fault func(r *docsCluster)
+}{
+	{"A lost device", loseM3},
+	{"A lost or retired device", loseM3},
+	{"A stolen device", func(*docsCluster) {}}, // removed while it may still run
+	{"Recovering from a lost quorum", func(r *docsCluster) {
+		for _, dir := range []string{"d2", "d3", "r1"} {
+			if r.devices[dir].proc != nil {
+				r.kill(dir)
+			}
+		}
+		r.stop("d1")
+	}},
+}
+
+// loseM3 kills m3 (kill -9) and empties d3: the device is gone.
+func loseM3(r *docsCluster) {
+	r.kill("d3")
+	if err := os.RemoveAll(filepath.Join(r.dir, "d3")); err != nil {
+		r.t.Fatal(err)
+	}
+	r.waitVoters(2)
+}
 
 // TestE2EDocsCluster runs the commands of docs/cluster.md's sections on
 // lost devices and lost quorums as an operator would type them, on three
-// devices of one cluster (data directories d1, d2, d3 with members m1,
-// m2, m3 in one directory; token files T and T2), each section after the
-// fault it describes:
-//   - "A lost device": m3 is killed (kill -9) and d3 emptied;
-//   - "A stolen device": m2 is killed, its data left as the thief's;
-//   - "Recovering from a lost quorum": m3 (back since the first section)
-//     is killed, leaving m1 without a quorum, and m1 is stopped.
+// devices of one cluster and an API-only replica (data directories d1,
+// d2, d3 with members m1, m2, m3, and r1, in one directory; token files T
+// and T2), each section after the fault it describes (docsClusterFaults):
+// for a lost device m3 is killed (kill -9) and d3 emptied; for the lost
+// quorum every server but m1 is killed, leaving it without a quorum, and
+// m1 is stopped.
 //
 // Every command must exit 0. A "leasehold serve" runs in the background,
 // on the device its --data-dir names, until the test ends or the test
@@ -55,6 +80,7 @@ func TestE2EDocsCluster(t *testing.T) {
 	r.serve("setup", "leasehold serve --cluster-init --cluster-token-file T --data-dir d1 --member-name m1 ...")
 	r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file T --data-dir d2 --member-name m2 ...")
 	r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file T --data-dir d3 --member-name m3 ...")
+	r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file T --replica --data-dir r1 --member-name r1 ...")
 	r.waitVoters(3)
 	ts := &testServer{URL: "http://" + r.devices["d1"].listen, Kubeconfig: filepath.Join(r.dir, "d1", "kubeconfig")}
 	holder := "written-before-the-faults"
@@ -64,22 +90,13 @@ func TestE2EDocsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, section := range docsClusterSections {
-		body, line := markdownSection(t, string(text), section)
-		switch section {
-		case "A lost device":
-			r.kill("d3")
-			if err := os.RemoveAll(filepath.Join(r.dir, "d3")); err != nil {
-				t.Fatal(err)
-			}
-			r.waitVoters(2)
-		case "A stolen device":
-			r.kill("d2")
-			r.waitVoters(2)
-		case "Recovering from a lost quorum":
-			r.kill("d3")
-			r.stop("d1")
+	for i, f := range docsClusterFaults {
+		section := f.title
+		if !strings.Contains(string(text), "\n## "+section+"\n") && i < len(docsClusterFaults)-1 {
+			continue
 		}
+		body, line := markdownSection(t, string(text), section)
+		f.fault(r)
 		ran := 0
 		for _, block := range shellBlocks(body) {
 			block.line += line
@@ -90,9 +107,6 @@ func TestE2EDocsCluster(t *testing.T) {
 					return
 				}
 			}
-		}
-		if ran == 0 {
-			t.Fatalf("docs/cluster.md, %q: no command", section)
 		}
 		t.Logf("%q: %d commands ran, each exited 0", section, ran)
 	}
@@ -146,6 +160,7 @@ func newDocsCluster(t *testing.T) *docsCluster {
 		r.devices[fmt.Sprintf("d%d", i+1)] = &docsDevice{listen: fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
 			peer: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]), client: fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])}
 	}
+	r.devices["r1"] = &docsDevice{listen: freeLoopbackAddr(t)} // a replica runs no etcd member
 	for _, name := range []string{"T", "T2"} {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
@@ -162,7 +177,7 @@ func newDocsCluster(t *testing.T) *docsCluster {
 	return r
 }
 
-var docsDataDir = regexp.MustCompile(`--data-dir (d\d)\b`)
+var docsDataDir = regexp.MustCompile(`--data-dir ([dr]\d)\b`)
 
 // rewrite points a command at the test's devices.
 func (r *docsCluster) rewrite(text string) string {
@@ -170,7 +185,10 @@ func (r *docsCluster) rewrite(text string) string {
 	text = strings.ReplaceAll(text, "https://device-1:6443", "http://"+r.devices["d1"].listen)
 	if m := docsDataDir.FindStringSubmatch(text); m != nil && strings.HasSuffix(text, " ...") {
 		d := r.devices[m[1]]
-		text = strings.TrimSuffix(text, "...") + fmt.Sprintf("--listen %s --peer-listen %s --cluster-client-listen %s", d.listen, d.peer, d.client)
+		text = strings.TrimSuffix(text, "...") + "--listen " + d.listen
+		if d.peer != "" {
+			text += fmt.Sprintf(" --peer-listen %s --cluster-client-listen %s", d.peer, d.client)
+		}
 	}
 	return text
 }
@@ -205,7 +223,7 @@ func (r *docsCluster) serve(where, text string) {
 	t.Helper()
 	m := docsDataDir.FindStringSubmatch(text)
 	if m == nil || r.devices[m[1]] == nil {
-		t.Fatalf("%s: a server command without --data-dir d1, d2 or d3", where)
+		t.Fatalf("%s: a server command without --data-dir d1, d2, d3 or r1", where)
 	}
 	d := r.devices[m[1]]
 	if d.proc != nil {
