@@ -498,5 +498,5 @@ func (m *Member) noQuorum(ctx context.Context, name string) error {
 	return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
 		"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
 		"(each with its data directory) to restore the quorum, then remove the dead ones; "+
-		"if a majority is lost for good, recover on a surviving member with leasehold cluster reset (or restore a backup)", name, ErrNoQuorum, up, voters, voters/2+1)
+		"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, voters/2+1)
 }
