@@ -108,6 +108,9 @@ func TestE2EDocsCluster(t *testing.T) {
 				}
 			}
 		}
+		if ran == 0 && i == len(docsClusterFaults)-1 {
+			t.Fatalf("docs/cluster.md, %q: no command", section)
+		}
 		t.Logf("%q: %d commands ran, each exited 0", section, ran)
 	}
 	r.waitVoters(2)
