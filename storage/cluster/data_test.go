@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/internal/pki"
 )
 
@@ -137,7 +138,8 @@ func TestImport(t *testing.T) {
 func TestSnapshotAndRestore(t *testing.T) {
 	ctx := context.Background()
 	oldCA := newTestCA(t, "old-ca")
-	c1 := memberConfig(t, oldCA, t.TempDir(), "m1", nil)
+	layout1 := datadir.At(t.TempDir())
+	c1 := memberConfig(t, oldCA, layout1.Member().Dir, "m1", nil)
 	m1, err := Start(ctx, c1)
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +228,13 @@ func TestSnapshotAndRestore(t *testing.T) {
 	}
 	if _, err := os.Stat(cut); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused snapshot left %s (%v)", cut, err)
+	}
+	// m2 still runs: a reset of m1 would make a second cluster.
+	if _, err := Reset(ctx, layout1, c1.Logger); err == nil || !strings.Contains(err.Error(), "other members of the cluster answer (m2 at "+c2.AdvertiseClient+")") {
+		t.Errorf("Reset of m1 while m2 runs = %v, want a refusal naming m2", err)
+	}
+	if _, err := os.Stat(layout1.Member().RestoreSnapshot); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused reset staged a snapshot (%v)", err)
 	}
 	m2.Close()
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +11,19 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 
 	"github.com/leasehold/leasehold/internal/datadir"
+	"github.com/leasehold/leasehold/storage/etcd"
 )
 
 // ResetResult is what Reset staged.
@@ -55,6 +66,16 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 	if _, err := os.Stat(p.RestoreSnapshot); err == nil {
 		return out, fmt.Errorf("%s already holds a staged snapshot: start it with serve --cluster-init", p.Dir)
 	}
+	// A member that answers means the cluster, or a part of it, lives:
+	// a reset would split it in two.
+	if alive, err := othersAnswering(ctx, p, st.Name, log); err != nil {
+		return out, fmt.Errorf("cluster: reset: %w", err)
+	} else if len(alive) > 0 {
+		return out, fmt.Errorf("other members of the cluster answer (%s): a reset now would make a second cluster beside them. "+
+			"If they have a quorum, remove the dead members instead (leasehold cluster remove NAME); "+
+			"if not, stop leasehold on every other device first, reset one member, and let the others join it with emptied data directories",
+			strings.Join(alive, ", "))
+	}
 	work := p.Dir + ".reset"
 	if err := os.RemoveAll(work); err != nil {
 		return out, fmt.Errorf("cluster: reset: %w", err)
@@ -86,6 +107,90 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 	}
 	staged, err := stage(info, dir, func(dst string) error { return os.Rename(snap, dst) })
 	out.Staged = staged
+	return out, err
+}
+
+// probeTimeout bounds the status request to each other member before a
+// reset: a destroyed device answers nothing, a running one in
+// milliseconds.
+const probeTimeout = 2 * time.Second
+
+// othersAnswering asks every other member the data in p knows of (its
+// etcd database's membership) for its status, with the member's own
+// certificate, all at once within probeTimeout, and names those that
+// answer.
+func othersAnswering(ctx context.Context, p Paths, self string, log *slog.Logger) ([]string, error) {
+	members, err := membersIn(filepath.Join(p.EtcdDir, "member", "snap", "db"))
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := etcd.TLSConfig(p.CAFile, p.CertFile, p.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, m := range members {
+		if m.Name != self {
+			urls = append(urls, m.ClientURLs...)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, nil
+	}
+	// No DialTimeout: New returns at once, and each Status has the
+	// probe's bound.
+	c, err := clientv3.New(clientv3.Config{Endpoints: urls, TLS: tlsCfg, Logger: clientLogger(log)})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var alive []string
+	var wg sync.WaitGroup
+	for _, m := range members {
+		for _, u := range m.ClientURLs {
+			if m.Name == self {
+				continue
+			}
+			wg.Go(func() {
+				if _, err := c.Status(ctx, u); err == nil {
+					mu.Lock()
+					alive = append(alive, m.Name+" at "+u)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	sort.Strings(alive)
+	return alive, nil
+}
+
+// membersIn reads the membership etcd keeps in its database at path
+// (read-only; the running member, if any, is stopped).
+func membersIn(path string) ([]membership.Member, error) {
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open the member's database %s: %w", path, err)
+	}
+	defer db.Close()
+	var out []membership.Member
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(schema.Members.Name())
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var m membership.Member
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("a member record of %s: %w", path, err)
+			}
+			out = append(out, m)
+			return nil
+		})
+	})
 	return out, err
 }
 

@@ -55,7 +55,9 @@ is given). The old cluster's members and replicas are fenced out: their
 certificates are of the old CA. The member's old files are moved aside, never
 deleted. The other devices rejoin with emptied data directories. Run it on
 one surviving member only: the member with the highest raft index ("leasehold
-cluster members" while it ran) holds the most writes.`, stderr)
+cluster members" while it ran) holds the most writes. It refuses while another
+member of the cluster answers (that would make a second cluster beside it):
+stop leasehold on every other device first.`, stderr)
 	if code, stop := fs.Stop(fs.ParseNoArgs(args)); stop {
 		return code
 	}
