@@ -48,7 +48,8 @@ var commands = []cli.Command{
 	// code downloads it, so that storage need not know HTTP.
 	dbcmd.BackupCommand(lease.DownloadBackup, engine.CheckStoredValue),
 	dbcmd.RestoreCommand,
-	clusterclient.Command,
+	// "cluster reset" works on a stopped member's data, with storage.
+	clusterclient.CommandWith(dbcmd.ClusterResetCommand),
 	dbcmd.CompactCommand,
 	bench.Command,
 	versionCommand,

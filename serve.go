@@ -337,6 +337,9 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 	if b, ok := s.store.(storage.Backuper); ok {
 		opts.Backup = b.Backup
 	}
+	if b, ok := s.store.(storage.BackupBarrier); ok {
+		opts.BackupBarrier = b.BackupBarrier
+	}
 	if ms, ok := s.store.(*backend.MemberStore); ok {
 		opts.Cluster = ms.Membership()
 		opts.UI.Cluster = func(ctx context.Context) (any, error) { return ms.Membership().Status(ctx) }

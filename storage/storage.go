@@ -198,6 +198,17 @@ type Backuper interface {
 	Backup(ctx context.Context, w io.Writer) (int64, error)
 }
 
+// BackupBarrier is an optional capability of a Backuper whose copy could
+// miss writes acknowledged elsewhere: a cluster member may lag its quorum
+// or be cut off from it. The server calls BackupBarrier before it starts
+// a copy and refuses the backup when it fails; the revision it returns is
+// at least that of every write acknowledged before the call, and the
+// copy that follows must reach it (the server sends it to the client,
+// which checks).
+type BackupBarrier interface {
+	BackupBarrier(ctx context.Context) (int64, error)
+}
+
 // MemoryReleaser is an optional capability: a backend that can give
 // memory back while the server is idle (bbolt drops its mapped pages from
 // the resident set). The server calls ReleaseMemory with its own idle-time

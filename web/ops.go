@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/metrics"
 )
@@ -18,6 +21,10 @@ import (
 // backupPath serves a consistent copy of the database to authorized
 // clients (leasehold backup --server); ABAC names it as a non-resource path.
 const backupPath = "/leasehold/v1/backup"
+
+// backupBarrierTimeout bounds the backup's barrier (the member bounds it
+// too, more tightly).
+const backupBarrierTimeout = 10 * time.Second
 
 // serveMetrics answers /metrics in the Prometheus text format.
 func (s *Server) serveMetrics(rc *fasthttp.RequestCtx) {
@@ -40,9 +47,22 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 		s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
 		return
 	}
+	backup, log, streams := s.backup, s.log, s.streams
+	if s.barrier != nil {
+		// Before the answer starts: once the body streams, an error can
+		// only cut it short.
+		ctx, cancel := context.WithTimeout(streams, backupBarrierTimeout)
+		rev, err := s.barrier(ctx)
+		cancel()
+		if err != nil {
+			log.Warn("Refused a backup", slog.String("err", err.Error()))
+			s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
+			return
+		}
+		rc.Response.Header.Set(clusterapi.BarrierRevisionHeader, strconv.FormatInt(rev, 10))
+	}
 	rc.SetContentType("application/octet-stream")
 	rc.Response.Header.Set("Content-Disposition", `attachment; filename="leasehold.db"`)
-	backup, log, streams := s.backup, s.log, s.streams
 	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
 		n, err := backup(streams, w)
 		if err == nil {

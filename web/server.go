@@ -67,6 +67,11 @@ type Options struct {
 	// Backup, when set, serves GET /leasehold/v1/backup: a consistent
 	// copy of the database (storage/boltdb's Store.Backup fits).
 	Backup func(ctx context.Context, w io.Writer) (int64, error)
+	// BackupBarrier, when set, runs before each backup starts (a cluster
+	// member's linearizable read through the raft leader): its error
+	// refuses the backup with 503, and its revision, which the copy must
+	// reach, goes to the client in clusterapi.BarrierRevisionHeader.
+	BackupBarrier func(ctx context.Context) (int64, error)
 	// Cluster, when set, serves /leasehold/v1/cluster: the members of an
 	// embedded etcd cluster, their removal, and the join handshake.
 	Cluster Cluster
@@ -116,6 +121,7 @@ type Server struct {
 	authz        auth.Policies
 	metrics      *metrics.Registry
 	backup       func(ctx context.Context, w io.Writer) (int64, error)
+	barrier      func(ctx context.Context) (int64, error)
 	cluster      Cluster
 	limits       *limiter
 	flow         *flowcontrol.Controller
@@ -147,7 +153,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, allowedHosts: normalizeAllowedHosts(opts.AllowedHosts), authz: opts.Policies, metrics: opts.Metrics,
-		backup: opts.Backup, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
+		backup: opts.Backup, barrier: opts.BackupBarrier, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

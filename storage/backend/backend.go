@@ -98,6 +98,14 @@ func (s *MemberStore) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return s.member.Snapshot(ctx, w)
 }
 
+// BackupBarrier is the linearizable read through the raft leader that
+// precedes the member's backup (cluster.Member.Barrier): a member cut off
+// from its quorum refuses to back up, and the revision it returns is one
+// the snapshot must reach.
+func (s *MemberStore) BackupBarrier(ctx context.Context) (int64, error) {
+	return s.member.Barrier(ctx)
+}
+
 // Close closes the store, then stops the member.
 func (s *MemberStore) Close() error {
 	err := s.Store.Close()

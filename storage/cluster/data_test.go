@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/internal/pki"
 )
 
@@ -137,7 +138,8 @@ func TestImport(t *testing.T) {
 func TestSnapshotAndRestore(t *testing.T) {
 	ctx := context.Background()
 	oldCA := newTestCA(t, "old-ca")
-	c1 := memberConfig(t, oldCA, t.TempDir(), "m1", nil)
+	layout1 := datadir.At(t.TempDir())
+	c1 := memberConfig(t, oldCA, layout1.Member().Dir, "m1", nil)
 	m1, err := Start(ctx, c1)
 	if err != nil {
 		t.Fatal(err)
@@ -172,17 +174,14 @@ func TestSnapshotAndRestore(t *testing.T) {
 	oldRev := last.Header.Revision
 
 	snap := filepath.Join(t.TempDir(), "snap.db")
-	// The follower must have applied the last write before its snapshot.
-	deadline := time.Now().Add(30 * time.Second)
-	var info SnapshotInfo
-	for {
-		if info, err = m2.SaveSnapshot(ctx, snap); err != nil {
-			t.Fatalf("SaveSnapshot on the follower: %v", err)
-		}
-		if info.Revision >= oldRev || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The barrier read makes the follower apply the last write before
+	// its snapshot: no waiting for it to catch up.
+	info, err := m2.SaveSnapshot(ctx, snap)
+	if err != nil {
+		t.Fatalf("SaveSnapshot on the follower: %v", err)
+	}
+	if info.Revision < oldRev {
+		t.Errorf("the follower's snapshot has revision %d, below %d, the last write's (acknowledged before it)", info.Revision, oldRev)
 	}
 	if ok, err := IsSnapshot(snap); !ok || err != nil {
 		t.Fatalf("IsSnapshot = %v, %v", ok, err)
@@ -220,7 +219,23 @@ func TestSnapshotAndRestore(t *testing.T) {
 			t.Errorf("%s: CheckSnapshot = %v, want ErrNotSnapshot", name, err)
 		}
 	}
+	// Without m1, m2 has no quorum: it cannot confirm it holds every
+	// acknowledged write, and refuses to back up.
 	m1.Close()
+	cut := filepath.Join(t.TempDir(), "cut.db")
+	if _, err := m2.SaveSnapshot(ctx, cut); !errors.Is(err, ErrNoQuorum) || !strings.Contains(err.Error(), "cannot confirm that it holds every acknowledged write") {
+		t.Errorf("SaveSnapshot without a quorum = %v, want a refusal (ErrNoQuorum)", err)
+	}
+	if _, err := os.Stat(cut); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused snapshot left %s (%v)", cut, err)
+	}
+	// m2 still runs: a reset of m1 would make a second cluster.
+	if _, err := Reset(ctx, layout1, c1.Logger); err == nil || !strings.Contains(err.Error(), "other members of the cluster answer (m2 at "+c2.AdvertiseClient+")") {
+		t.Errorf("Reset of m1 while m2 runs = %v, want a refusal naming m2", err)
+	}
+	if _, err := os.Stat(layout1.Member().RestoreSnapshot); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused reset staged a snapshot (%v)", err)
+	}
 	m2.Close()
 
 	// The restored cluster runs where m1 ran, with a new CA.

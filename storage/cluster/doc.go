@@ -19,9 +19,12 @@
 //     client listeners, and the self-promotion of a joining learner once
 //     it caught up;
 //   - a member's data: the import of a single-device database at
-//     --cluster-init (Import, PrepareData), its backup (Snapshot,
-//     CheckSnapshot) and its restore as a new cluster (StageRestore,
-//     Restore), with etcd's own restore.
+//     --cluster-init (Import, PrepareData), its backup (Barrier, a
+//     linearizable read through the raft leader first, then Snapshot,
+//     CheckSnapshot, CheckBarrier), its restore as a new cluster
+//     (StageRestore, Restore), with etcd's own restore, and the recovery
+//     of a survivor after a permanent loss of quorum (Reset: etcd's
+//     --force-new-cluster on a copy, staged as a restore).
 //
 // The wire contract every side shares (join bodies and proofs, the status,
 // the errors that pick HTTP codes) is the leaf clusterapi. The leases

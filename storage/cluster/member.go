@@ -37,6 +37,10 @@ type Config struct {
 	InitialCluster string
 	// Join starts a member that was added to an existing cluster.
 	Join bool
+	// ForceNewCluster starts the member's data as a one-member cluster
+	// (etcd's --force-new-cluster: every entry of its log committed, the
+	// other members dropped). Only Reset uses it, on a copy.
+	ForceNewCluster bool
 	// StartTimeout bounds the wait for the member to be ready (it needs a
 	// quorum) and, for a joiner, to be promoted from learner.
 	StartTimeout time.Duration
@@ -193,6 +197,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	}
 	ec.InitialClusterToken = bootstrapToken()
 	ec.ClusterState = embed.ClusterStateFlagNew
+	ec.ForceNewCluster = cfg.ForceNewCluster
 	if cfg.Join {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}

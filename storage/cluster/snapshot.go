@@ -18,6 +18,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdutl "go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
@@ -52,9 +53,59 @@ func (m *Member) Snapshot(ctx context.Context, w io.Writer) (int64, error) {
 	return n, nil
 }
 
+// barrierTimeout bounds the barrier read: with a leader it takes
+// milliseconds; without one etcd would wait for a leader that a member
+// cut off from its quorum never gets.
+const barrierTimeout = 5 * time.Second
+
+// barrierKey is the key the barrier reads: any key does, the answer that
+// counts is the header's revision.
+const barrierKey = "/leasehold-backup-barrier"
+
+// Barrier is the read every backup of this member starts with: a
+// linearizable read, which etcd answers only through a raft leader with
+// a quorum (the leader confirms it still leads, and this member waits
+// until it applied everything committed before the read). The revision
+// it returns is therefore at least that of every write the cluster had
+// acknowledged when Barrier began, and a snapshot this member takes
+// afterwards holds them all (CheckBarrier verifies it). A member cut off
+// from its quorum fails with ErrNoQuorum within barrierTimeout: its
+// snapshot could miss acknowledged writes.
+func (m *Member) Barrier(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, barrierTimeout)
+	defer cancel()
+	// The member's own client URL: the read is served, and the snapshot
+	// taken, by this member. WithRequireLeader fails at once while the
+	// member knows it has no leader; a member that still believes in a
+	// lost one fails when the read's confirmation times out.
+	resp, err := m.client.Get(clientv3.WithRequireLeader(ctx), barrierKey, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("cluster: member %s cannot confirm that it holds every acknowledged write "+
+			"(a linearizable read through the raft leader failed: %v): %w; a backup of it could miss writes "+
+			"the cluster acknowledged. Back up a member that has a quorum (leasehold cluster status shows them)",
+			m.cfg.Name, err, ErrNoQuorum)
+	}
+	return resp.Header.Revision, nil
+}
+
+// CheckBarrier refuses a snapshot whose revision is below the revision of
+// the barrier read before it: it would miss acknowledged writes.
+func CheckBarrier(info SnapshotInfo, barrier int64) error {
+	if info.Revision < barrier {
+		return fmt.Errorf("cluster: the snapshot's revision %d is below %d, the revision a linearizable read "+
+			"returned before it was taken: it misses acknowledged writes; take the backup again", info.Revision, barrier)
+	}
+	return nil
+}
+
 // SaveSnapshot writes a snapshot of the member to path (a new file,
-// fsynced, then renamed into place) and checks it.
+// fsynced, then renamed into place) and checks it: after Barrier, so that
+// it holds every write the cluster acknowledged before the call.
 func (m *Member) SaveSnapshot(ctx context.Context, path string) (SnapshotInfo, error) {
+	barrier, err := m.Barrier(ctx)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".snapshot-*")
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("cluster: %w", err)
@@ -71,6 +122,9 @@ func (m *Member) SaveSnapshot(ctx context.Context, path string) (SnapshotInfo, e
 		return SnapshotInfo{}, err
 	}
 	info, err := CheckSnapshot(ctx, tmp.Name(), "", nil)
+	if err == nil {
+		err = CheckBarrier(info, barrier)
+	}
 	if err != nil {
 		return info, err
 	}

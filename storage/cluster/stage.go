@@ -27,12 +27,18 @@ type Staged struct {
 // member's files already in dir are moved aside, never deleted; a member
 // still running there is refused.
 func StageRestore(ctx context.Context, file string, dir datadir.Layout, copyFile func(ctx context.Context, src, dst string) error) (Staged, error) {
-	var out Staged
 	info, err := CheckSnapshot(ctx, file, "", nil)
 	if err != nil {
-		return out, err
+		return Staged{Info: info}, err
 	}
-	out.Info = info
+	return stage(info, dir, func(dst string) error { return copyFile(ctx, file, dst) })
+}
+
+// stage moves the member's files in dir aside and has place put the
+// checked snapshot (info) at the path it is given, from where it is
+// renamed to the staged snapshot's place.
+func stage(info SnapshotInfo, dir datadir.Layout, place func(dst string) error) (Staged, error) {
+	out := Staged{Info: info}
 	p := dir.Member()
 	if _, err := os.Stat(p.Dir); err == nil {
 		if InUse(p) {
@@ -49,7 +55,7 @@ func StageRestore(ctx context.Context, file string, dir datadir.Layout, copyFile
 		return out, err
 	}
 	tmp := p.RestoreSnapshot + ".tmp"
-	if err := copyFile(ctx, file, tmp); err != nil {
+	if err := place(tmp); err != nil {
 		_ = os.Remove(tmp)
 		return out, err
 	}

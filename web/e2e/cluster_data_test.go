@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,9 @@ func startMemberIn(t *testing.T, name, dataDir string, args ...string) *clusterM
 	})
 	return m
 }
+
+// backupRevision is the revision "leasehold backup" prints.
+var backupRevision = regexp.MustCompile(`^wrote \S+ \(\d+ bytes, revision (\d+), `)
 
 var importTook = regexp.MustCompile(`Imported the single-device database.*took=(\S+)`)
 
@@ -208,7 +212,7 @@ func TestClusterBackupRestore(t *testing.T) {
 	if _, err := cs2.CoordinationV1().Leases("default").Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := holders(t, cs2, "default")
+	want, listRV := holders(t, cs2, "default")
 
 	st := members[2].waitHealthy(t, 3)
 	var follower *clusterMember
@@ -219,8 +223,15 @@ func TestClusterBackupRestore(t *testing.T) {
 	}
 	snap := filepath.Join(t.TempDir(), "cluster.snapshot")
 	code, out, errOut := runCLI(t, "backup", "--data-dir", follower.dataDir, snap)
-	if code != 0 || !strings.HasPrefix(out, "wrote "+snap) {
+	m := backupRevision.FindStringSubmatch(out)
+	if code != 0 || !strings.HasPrefix(out, "wrote "+snap) || m == nil {
 		t.Fatalf("leasehold backup on follower %s: exit %d, stdout %q, stderr %q", follower.name, code, out, errOut)
+	}
+	// The backup holds every acknowledged write: its revision is at least
+	// that of the list (a linearizable read) made after the last one.
+	rev, _ := strconv.ParseInt(m[1], 10, 64)
+	if listed, _ := strconv.ParseInt(listRV, 10, 64); rev < listed {
+		t.Errorf("the backup's revision %s is below %s, the list's after the last write", m[1], listRV)
 	}
 	createLeases(t, cs, "default", "later", 1)
 	// The old cluster is lost (the restore does not need it stopped

@@ -16,9 +16,10 @@ import (
 )
 
 // RemoteBackup streams a consistent copy of the database from the running
-// server the kubeconfig file names to w; it returns the bytes written and
-// the server's URL.
-type RemoteBackup func(ctx context.Context, kubeconfig string, w io.Writer) (n int64, server string, err error)
+// server the kubeconfig file names to w; it returns the bytes written, the
+// server's URL, and the revision the copy must reach (a cluster member's
+// barrier, cluster.Member.Barrier; 0 when the server sets none).
+type RemoteBackup func(ctx context.Context, kubeconfig string, w io.Writer) (n int64, server string, barrier int64, err error)
 
 // CheckValue reports whether one stored value can be read back (the
 // engine decodes it); storage itself knows only bytes.
@@ -81,10 +82,13 @@ func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []s
 runs, else through the running server. On a cluster member the copy is a
 snapshot of its embedded etcd member (etcd's maintenance Snapshot, taken by
 that member), always through the running server; "leasehold restore" starts a
-new cluster from it. The copy is checked before it is written: its format (a
+new cluster from it. The member first makes a linearizable read through the
+raft leader and the snapshot must reach that read's revision, so that it holds
+every write the cluster acknowledged before the backup: a member cut off from
+its quorum refuses. The copy is checked before it is written: its format (a
 snapshot's sha256 digest), and every record, which must decode. FILE is
-fsynced. An existing FILE is replaced only with --force; a failed backup never
-touches it.`, stderr)
+fsynced, and its revision printed. An existing FILE is replaced only with
+--force; a failed backup never touches it.`, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig `file` names (default: <data-dir>/kubeconfig when the database is in use)")
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	keepUndecodable := fs.Bool("keep-undecodable", false, "write the copy even when some records do not decode (they are named on stderr either way)")
@@ -111,7 +115,7 @@ touches it.`, stderr)
 		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
 		return cli.ExitFailure
 	}
-	n, via, err := backupTo(ctx, tmp, remote, layout, *kubeconfig)
+	n, via, barrier, err := backupTo(ctx, tmp, remote, layout, *kubeconfig)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -119,8 +123,13 @@ touches it.`, stderr)
 		err = cerr
 	}
 	var bad []string
+	var rev int64
 	if err == nil {
-		bad, err = checkCopy(ctx, tmp.Name(), *prefix, check, stderr)
+		bad, rev, err = checkCopy(ctx, tmp.Name(), *prefix, check, stderr)
+	}
+	if err == nil && rev < barrier {
+		err = fmt.Errorf("the copy's revision %d is below %d, the revision of the server's linearizable read before it: "+
+			"it misses acknowledged writes, %s not written; take the backup again", rev, barrier, file)
 	}
 	if err == nil && len(bad) > 0 && !*keepUndecodable {
 		err = fmt.Errorf("%d record(s) do not decode, %s not written: delete them (DELETE with ignoreStoreReadErrorWithClusterBreakingPotential=true), or pass --keep-undecodable to keep them in the copy", len(bad), file)
@@ -132,7 +141,7 @@ touches it.`, stderr)
 		fmt.Fprintf(stderr, "leasehold backup: %v\n", err)
 		return cli.ExitFailure
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d bytes, %s)\n", file, n, via)
+	fmt.Fprintf(stdout, "wrote %s (%d bytes, revision %d, %s)\n", file, n, rev, via)
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "leasehold backup: warning: the copy holds %d record(s) that do not decode (--keep-undecodable)\n", len(bad))
 	}
@@ -174,23 +183,21 @@ func publish(tmp, file string, replace bool) error {
 }
 
 // checkCopy checks a finished copy, a cluster snapshot or a bbolt store,
-// and returns the keys of the records that do not decode.
-func checkCopy(ctx context.Context, path, prefix string, check CheckValue, stderr io.Writer) ([]string, error) {
+// and returns the keys of the records that do not decode and the copy's
+// revision.
+func checkCopy(ctx context.Context, path, prefix string, check CheckValue, stderr io.Writer) ([]string, int64, error) {
 	snap, err := cluster.IsSnapshot(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !snap {
 		if err := boltdb.CheckFile(ctx, path); err != nil {
-			return nil, err
-		}
-		if check == nil {
-			return nil, nil
+			return nil, 0, err
 		}
 		return undecodable(ctx, path, check, stderr)
 	}
 	var bad []string
-	_, err = cluster.CheckSnapshot(ctx, path, prefix, func(key string, value []byte) error {
+	info, err := cluster.CheckSnapshot(ctx, path, prefix, func(key string, value []byte) error {
 		if check != nil {
 			if cerr := check(key, value); cerr != nil {
 				bad = append(bad, key)
@@ -199,26 +206,30 @@ func checkCopy(ctx context.Context, path, prefix string, check CheckValue, stder
 		}
 		return nil
 	})
-	return bad, err
+	return bad, info.Revision, err
 }
 
 // undecodable names on stderr, and returns, the keys of the records of
-// the store at path that check refuses.
-func undecodable(ctx context.Context, path string, check CheckValue, stderr io.Writer) ([]string, error) {
+// the store at path that check (when set) refuses, and its revision.
+func undecodable(ctx context.Context, path string, check CheckValue, stderr io.Writer) ([]string, int64, error) {
 	var bad []string
-	err := boltdb.ScanFile(ctx, path, func(key string, value []byte) error {
+	rev, err := boltdb.ExportFile(ctx, path, func(key string, value []byte) error {
+		if check == nil {
+			return nil
+		}
 		if cerr := check(key, value); cerr != nil {
 			bad = append(bad, key)
 			fmt.Fprintf(stderr, "leasehold backup: record %s does not decode: %v\n", key, cerr)
 		}
 		return nil
 	})
-	return bad, err
+	return bad, rev, err
 }
 
 // backupTo copies the database to w: from the file when no server holds
-// it, else through the running server.
-func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir datadir.Layout, kubeconfig string) (int64, string, error) {
+// it, else through the running server, which may name a revision the
+// copy must reach.
+func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir datadir.Layout, kubeconfig string) (n int64, via string, barrier int64, err error) {
 	if _, err := os.Stat(dir.Member().State); kubeconfig == "" && err == nil {
 		// A member's data is etcd's, which only the running member reads.
 		kubeconfig = dir.Kubeconfig()
@@ -227,15 +238,15 @@ func backupTo(ctx context.Context, w io.Writer, remote RemoteBackup, dir datadir
 		path := dir.Database()
 		n, err := boltdb.BackupFile(ctx, path, w)
 		if !errors.Is(err, boltdb.ErrLocked) {
-			return n, "from " + path, err
+			return n, "from " + path, 0, err
 		}
 		kubeconfig = dir.Kubeconfig()
 		if _, serr := os.Stat(kubeconfig); serr != nil {
-			return 0, "", fmt.Errorf("%w; and no %s to reach the running server: pass --kubeconfig", err, kubeconfig)
+			return 0, "", 0, fmt.Errorf("%w; and no %s to reach the running server: pass --kubeconfig", err, kubeconfig)
 		}
 	}
-	n, server, err := remote(ctx, kubeconfig, w)
-	return n, "from the server at " + server, err
+	n, server, barrier, err := remote(ctx, kubeconfig, w)
+	return n, "from the server at " + server, barrier, err
 }
 
 // restore swaps a checked FILE in, with the server stopped (the old file

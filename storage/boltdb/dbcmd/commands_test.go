@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,5 +134,54 @@ func TestRestoreRefusesASingleDeviceBackupIntoAMember(t *testing.T) {
 	}
 	if _, err := os.Stat(datadir.At(dir).Database()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("restore wrote %s anyway (%v)", datadir.At(dir).Database(), err)
+	}
+}
+
+// TestBackupRefusesACopyBelowTheBarrier: a copy whose revision is below
+// the barrier revision the server names (a cluster member's linearizable
+// read before its snapshot) misses acknowledged writes: it is refused,
+// exit 1, and FILE is not written. At the barrier it is written, and its
+// revision printed.
+func TestBackupRefusesACopyBelowTheBarrier(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	db := datadir.At(dataDir).Database()
+	st, err := boltdb.Open(ctx, db, boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev int64
+	for _, k := range []string{"a", "b", "c"} {
+		kv, err := st.Create(ctx, "/registry/leases/default/"+k, []byte("value"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = kv.ModRevision
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(barrier int64, file string) (int, string, string) {
+		// The server's answer: the store's copy, and the barrier.
+		remote := func(ctx context.Context, _ string, w io.Writer) (int64, string, int64, error) {
+			n, err := boltdb.BackupFile(ctx, db, w)
+			return n, "https://member", barrier, err
+		}
+		var stdout, stderr bytes.Buffer
+		code := BackupCommand(remote, nil).Run(ctx, []string{"--data-dir", dataDir, "--kubeconfig", "member.kubeconfig", file}, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	below := filepath.Join(t.TempDir(), "below.db")
+	code, stdout, stderr := run(rev+1, below)
+	if code != cli.ExitFailure || !strings.Contains(stderr, "misses acknowledged writes") {
+		t.Errorf("a copy at revision %d under a barrier at %d: exit %d, stdout %q, stderr %q; want a refusal", rev, rev+1, code, stdout, stderr)
+	}
+	if _, err := os.Stat(below); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused copy was written (%v)", err)
+	}
+	at := filepath.Join(t.TempDir(), "at.db")
+	code, stdout, stderr = run(rev, at)
+	if want := fmt.Sprintf("wrote %s (", at); code != cli.ExitOK || !strings.HasPrefix(stdout, want) || !strings.Contains(stdout, fmt.Sprintf(", revision %d, from the server at https://member)", rev)) {
+		t.Errorf("a copy at the barrier's revision %d: exit %d, stdout %q, stderr %q", rev, code, stdout, stderr)
 	}
 }

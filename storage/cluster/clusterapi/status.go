@@ -49,6 +49,12 @@ type Status struct {
 	ElectionControllerUnknown string `json:"electionControllerUnknown,omitempty"`
 }
 
+// BarrierRevisionHeader, on a member's backup (GET /leasehold/v1/backup),
+// is the revision of the linearizable read the member made before its
+// snapshot: every write acknowledged before the backup began is at or
+// below it, so a snapshot below it misses some, and the client refuses it.
+const BarrierRevisionHeader = "Leasehold-Barrier-Revision"
+
 // The errors of the membership operations; each picks the HTTP status of
 // the answer (409, 404, 503, 503 with Retry-After), and the message is the wrapping error's.
 var (

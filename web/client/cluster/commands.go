@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,7 +54,12 @@ func Remove(ctx context.Context, c *lease.Client, name string) error {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet(commandSynopsis, commandAbout, stderr)
+	return runAs(ctx, commandSynopsis, commandAbout, args, stdout, stderr)
+}
+
+// runAs is run with the synopsis and description its help shows.
+func runAs(ctx context.Context, synopsis, about string, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(synopsis, about, stderr)
 	kc := fs.String("kubeconfig", "", "kubeconfig `file` of a member (default $KUBECONFIG, else leasehold-data/kubeconfig)")
 	output := fs.String("output", "table", "output `format`: table or json")
 	fs.Alias("o", "output")
@@ -63,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "leasehold cluster: %s\nusage: leasehold %s\n", msg, commandSynopsis)
+		fmt.Fprintf(stderr, "leasehold cluster: %s\nusage: leasehold %s\n", msg, strings.ReplaceAll(synopsis, "\n", "\n       leasehold "))
 		return cli.ExitUsage
 	}
 	if len(rest) == 0 {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/datadir"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/kubeconfig"
 )
 
@@ -149,16 +151,26 @@ func flagGiven(fs *cli.FlagSet, name string) bool {
 
 // DownloadBackup streams a consistent copy of the database from the
 // server the kubeconfig at path names (GET /leasehold/v1/backup) to w. It
-// returns the bytes written and the server's URL.
-func DownloadBackup(ctx context.Context, path string, w io.Writer) (int64, string, error) {
+// returns the bytes written, the server's URL, and the revision a cluster
+// member's snapshot must reach (clusterapi.BarrierRevisionHeader; 0 from
+// a single device).
+func DownloadBackup(ctx context.Context, path string, w io.Writer) (n int64, server string, barrier int64, err error) {
 	cfg, err := LoadKubeconfig(path, "")
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
 	c, err := New(cfg)
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
-	n, err := c.Download(ctx, "/leasehold/v1/backup", w)
-	return n, c.Server(), err
+	n, h, err := c.DownloadWithHeader(ctx, "/leasehold/v1/backup", w)
+	if err != nil {
+		return n, c.Server(), 0, err
+	}
+	if v := h.Get(clusterapi.BarrierRevisionHeader); v != "" {
+		if barrier, err = strconv.ParseInt(v, 10, 64); err != nil || barrier < 0 {
+			return n, c.Server(), 0, fmt.Errorf("the server's %s header %q is not a revision", clusterapi.BarrierRevisionHeader, v)
+		}
+	}
+	return n, c.Server(), barrier, nil
 }
