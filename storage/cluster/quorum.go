@@ -93,7 +93,8 @@ func (m *Member) removalBlocked(ctx context.Context, name string, target *member
 		return fmt.Errorf("cluster: cannot remove %s: %w: %d of %d voting members are reachable and a quorum needs %d (%s), "+
 			"and etcd changes its membership only with a quorum. Start enough of the stopped members again "+
 			"(each with its data directory) to restore the quorum, then remove the dead ones; "+
-			"if a majority is lost for good, restore the cluster from a backup", name, ErrNoQuorum, up, voters, quorum, who)
+			"if a majority is lost for good, stop the survivor with the most data and run "+
+			"'leasehold cluster reset --data-dir DIR' on it (docs/cluster.md, \"Recovering from a lost quorum\")", name, ErrNoQuorum, up, voters, quorum, who)
 	}
 	remaining, remainingUp := voters, up
 	if targetVoter {
