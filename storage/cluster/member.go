@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -20,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
@@ -44,7 +46,21 @@ type Config struct {
 	// (default Logger), so that the caller labels them (component=etcd).
 	Logger     *slog.Logger
 	EtcdLogger *slog.Logger
+	// Prefix is the replicas' key range on the client port (the members'
+	// --etcd-prefix; default /leasehold): the gate lets a replica's
+	// certificate touch nothing else.
+	Prefix string
+	// Token is the cluster token a new cluster (Join false) records for
+	// joiners; a member's token file follows the record afterwards.
+	Token []byte
+	// scratch marks a temporary member (an import's), which records no
+	// credentials: it is no cluster anyone joins.
+	scratch bool
 }
+
+// memberCertHost is a host every member certificate covers and no
+// replica certificate does (newMemberState, admitReplica).
+const memberCertHost = "127.0.0.1"
 
 // Member is a running embedded etcd member.
 type Member struct {
@@ -56,6 +72,12 @@ type Member struct {
 	// closing lowers the etcd server's log to debug once Close began:
 	// its listeners then fail as they are meant to.
 	closing *atomic.Bool
+	// gate guards the client port (trust.go); local is an in-process
+	// client of the member, which follows the credentials record for it
+	// until stopFollow.
+	gate       *gate
+	local      *clientv3.Client
+	stopFollow context.CancelFunc
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -86,16 +108,32 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
 	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/leasehold"
+	}
+	if err := checkPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	self, err := fileFingerprint(cfg.Paths.CertFile)
+	if err != nil {
+		return nil, err
+	}
+	g := newGate(cfg.Prefix, self, cfg.Logger, func(token []byte) {
+		if err := WriteFile(cfg.Paths.TokenFile, append(bytes.Clone(token), '\n'), 0o600); err != nil {
+			cfg.Logger.Error("Could not write the rotated cluster token", "file", cfg.Paths.TokenFile, "err", err)
+		}
+	})
 	closing := new(atomic.Bool)
 	ec, err := embedConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
+	ec.GRPCAdditionalServerOptions = g.serverOptions()
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
-	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing}
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {}}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
@@ -114,9 +152,13 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
 	}
+	if err := m.followTrust(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
 	tlsCfg, err := etcd.TLSConfig(cfg.Paths.CAFile, cfg.Paths.CertFile, cfg.Paths.KeyFile)
 	if err != nil {
-		e.Close()
+		m.Close()
 		return nil, err
 	}
 	m.client, err = clientv3.New(clientv3.Config{
@@ -126,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		Logger:      clientLogger(cfg.Logger),
 	})
 	if err != nil {
-		e.Close()
+		m.Close()
 		return nil, fmt.Errorf("cluster: client of member %s: %w", cfg.Name, err)
 	}
 	if err := m.promoteSelf(ctx, tlsCfg); err != nil {
@@ -135,6 +177,32 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	return m, nil
 }
+
+// followTrust starts the gate: a new cluster records its first member
+// and enforces the record from its first request; every member then
+// mirrors the record from its own data, before it serves its clients.
+func (m *Member) followTrust(ctx context.Context) error {
+	m.local = v3client.New(m.etcd.Server)
+	if !m.cfg.Join && !m.cfg.scratch {
+		if err := bootstrapTrust(ctx, m.local, m.gate.self, m.cfg.Name, m.cfg.Token); err != nil {
+			return err
+		}
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	m.stopFollow = cancel
+	loaded := make(chan struct{})
+	go m.gate.follow(fctx, m.local, loaded)
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: read the cluster's credentials: %w", ctx.Err())
+	}
+}
+
+// Token is the cluster token as the record holds it, nil for a cluster
+// created before the record kept it.
+func (m *Member) Token() []byte { return m.gate.currentToken() }
 
 // removedHint says what to do about the usual reason a member stops at
 // start: it was removed, and etcd lets no removed member back in.
@@ -168,7 +236,14 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	// without a certificate of this cluster is refused.
 	tlsInfo := transport.TLSInfo{CertFile: cfg.Paths.CertFile, KeyFile: cfg.Paths.KeyFile,
 		TrustedCAFile: cfg.Paths.CAFile, ClientCertAuth: true}
-	ec.PeerTLSInfo, ec.ClientTLSInfo = tlsInfo, tlsInfo
+	ec.ClientTLSInfo = tlsInfo
+	// The peer port takes member certificates only: every member's
+	// certificate names 127.0.0.1 (its own clients reach it there), and a
+	// replica's client certificate names no host at all. What the client
+	// port admits is the gate's to decide, per request (trust.go).
+	peerTLS := tlsInfo
+	peerTLS.AllowedHostnames = []string{memberCertHost}
+	ec.PeerTLSInfo = peerTLS
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.AdvertisePeer
@@ -283,8 +358,12 @@ func (m *Member) Close() {
 	}
 	close(m.done)
 	m.closing.Store(true)
+	m.stopFollow()
 	if m.client != nil {
 		_ = m.client.Close()
+	}
+	if m.local != nil {
+		_ = m.local.Close()
 	}
 	m.etcd.Close()
 }
@@ -458,18 +537,68 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 	if m.etcd.Server.Leader() == 0 {
 		return m.noQuorum(ctx, name)
 	}
-	// Without a leader the request fails at once instead of waiting.
-	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	// Its certificates first: once the member is out of the membership
+	// nothing would stop its copy from knocking on the client ports. The
+	// same write rotates the cluster token, which the device holds too.
+	// Without a leader the requests fail at once instead of waiting.
+	revoked := 0
+	err := error(nil)
+	if target.Name != "" {
+		revoked, err = revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindMember, target.Name)
+	}
+	if err == nil {
+		_, err = m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	}
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
-			errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-			errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0 {
+		if m.quorumLost(err) {
 			return m.noQuorum(context.WithoutCancel(ctx), name)
 		}
 		return fmt.Errorf("cluster: remove member %s: %w", name, err)
 	}
-	m.log.Info("Removed a member", "member", name)
+	m.log.Info("Removed a member; its certificates are revoked and the cluster token rotated", "member", name, "certificates", revoked)
 	return nil
+}
+
+// Revoke revokes every certificate of the replica called name and rotates
+// the cluster token: its next request, on any member, is refused, and its
+// open watches end. It needs a quorum, as Remove does.
+func (m *Member) Revoke(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if m.etcd.Server.Leader() == 0 {
+		return m.noQuorum(ctx, name)
+	}
+	n, err := revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindReplica, name)
+	if err != nil {
+		if m.quorumLost(err) {
+			return m.noQuorum(context.WithoutCancel(ctx), name)
+		}
+		return fmt.Errorf("cluster: revoke replica %s: %w", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	}
+	m.log.Info("Revoked a replica; the cluster token rotated", "replica", name, "certificates", n)
+	return nil
+}
+
+// isMember reports whether name (or a hexadecimal ID) is a member, as this
+// member applied the membership.
+func (m *Member) isMember(name string) bool {
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if mem.Name == name || mem.ID.String() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// quorumLost reports whether a membership request failed for want of a
+// leader.
+func (m *Member) quorumLost(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0
 }
 
 // noQuorum is the error of a removal without a quorum: how many voting
