@@ -34,6 +34,9 @@ type gate struct {
 	log  *slog.Logger
 	// onToken is told the cluster token whenever the record changes it.
 	onToken func(token []byte)
+	// onRevoke is told each revoked fingerprint (the peer gate closes its
+	// connections); set before the record is followed.
+	onRevoke func(fp string)
 
 	mu      sync.RWMutex
 	loaded  bool
@@ -400,8 +403,12 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 	}
 }
 
-// cancelStreams ends the open streams of certificate fp.
+// cancelStreams ends the open streams of certificate fp, and its peer
+// connections.
 func (g *gate) cancelStreams(fp string) {
+	if g.onRevoke != nil {
+		g.onRevoke(fp)
+	}
 	g.mu.Lock()
 	var cancels []context.CancelFunc
 	for c := range g.streams[fp] {

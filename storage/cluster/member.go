@@ -59,7 +59,9 @@ type Config struct {
 }
 
 // memberCertHost is a host every member certificate covers and no
-// replica certificate does (newMemberState, admitReplica).
+// replica certificate does (newMemberState, admitReplica): the peer gate
+// takes it as the mark of a member's certificate until it has read the
+// record.
 const memberCertHost = "127.0.0.1"
 
 // Member is a running embedded etcd member.
@@ -76,6 +78,7 @@ type Member struct {
 	// client of the member, which follows the credentials record for it
 	// until stopFollow.
 	gate       *gate
+	peers      *peerGate
 	local      *clientv3.Client
 	stopFollow context.CancelFunc
 }
@@ -134,23 +137,31 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
 	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {}}
+	if m.peers, err = startPeerGate(cfg.ListenPeer, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
+		e.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		m.peers.Close()
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting: %w; %s", cfg.Name, err, removedHint(cfg))
 	case <-e.Server.StopNotify():
+		m.peers.Close()
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting; %s", cfg.Name, removedHint(cfg))
 	case <-ctx.Done():
 		// embed's Close waits for the client listeners, which wait for the
 		// server to be ready or stopping: stop it first, or Close of a
 		// member that never got a quorum hangs.
+		m.peers.Close()
 		e.Server.HardStop()
 		e.Close()
-		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
+		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up? "+
+			"a member removed from the cluster is refused by the others' peer ports and never gets ready): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
 	}
 	if err := m.followTrust(ctx); err != nil {
 		m.Close()
@@ -220,9 +231,6 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Paths.EtcdDir
 	var err error
-	if ec.ListenPeerUrls, err = urls("https://" + cfg.ListenPeer); err != nil {
-		return nil, err
-	}
 	if ec.ListenClientUrls, err = urls("https://" + cfg.ListenClient); err != nil {
 		return nil, err
 	}
@@ -237,12 +245,15 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	tlsInfo := transport.TLSInfo{CertFile: cfg.Paths.CertFile, KeyFile: cfg.Paths.KeyFile,
 		TrustedCAFile: cfg.Paths.CAFile, ClientCertAuth: true}
 	ec.ClientTLSInfo = tlsInfo
-	// The peer port takes member certificates only: every member's
-	// certificate names 127.0.0.1 (its own clients reach it there), and a
-	// replica's client certificate names no host at all. What the client
-	// port admits is the gate's to decide, per request (trust.go).
+	// etcd listens for peers on loopback, without TLS: the peer port the
+	// others dial is the peer gate's (peergate.go), which admits member
+	// certificates of the record only. etcd keeps the certificate to dial
+	// the other members' gates.
+	if ec.ListenPeerUrls, err = urls("http://127.0.0.1:0"); err != nil {
+		return nil, err
+	}
 	peerTLS := tlsInfo
-	peerTLS.AllowedHostnames = []string{memberCertHost}
+	peerTLS.ClientCertAuth = false
 	ec.PeerTLSInfo = peerTLS
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
@@ -359,6 +370,11 @@ func (m *Member) Close() {
 	close(m.done)
 	m.closing.Store(true)
 	m.stopFollow()
+	// The peer gate first: etcd's shutdown then finds no peer connection
+	// held open by it.
+	if m.peers != nil {
+		m.peers.Close()
+	}
 	if m.client != nil {
 		_ = m.client.Close()
 	}

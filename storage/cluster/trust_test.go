@@ -64,6 +64,28 @@ func clientWith(t *testing.T, m *Member, caPEM, certPEM, keyPEM []byte) *clientv
 	return c
 }
 
+// peerGet asks m's peer port for its member list with a client
+// certificate, as another member's etcd would dial it.
+func peerGet(t *testing.T, m *Member, certPEM, keyPEM []byte) error {
+	t.Helper()
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true}} //nolint:gosec // only the server's check of the client is tested
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := hc.Get(m.cfg.AdvertisePeer + "/members")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
 func wantDenied(t *testing.T, what string, err error) {
 	t.Helper()
 	if status.Code(err) != codes.PermissionDenied {
@@ -145,36 +167,19 @@ func TestReplicaLeastPrivilege(t *testing.T) {
 
 	// The peer port: the replica's certificate fails the handshake, a
 	// member's passes.
-	peerGet := func(certPEM, keyPEM []byte) error {
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true}} //nolint:gosec // only the server's check of the client is tested
-		defer tr.CloseIdleConnections()
-		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-		resp, err := hc.Get(m.cfg.AdvertisePeer + "/members")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	}
-	if err := peerGet([]byte(resp.Cert), []byte(resp.Key)); err == nil {
+	if err := peerGet(t, m, []byte(resp.Cert), []byte(resp.Key)); err == nil {
 		t.Errorf("the peer port accepted a replica's certificate")
 	}
 	memberCert, _ := os.ReadFile(m.cfg.Paths.CertFile)
 	memberKey, _ := os.ReadFile(m.cfg.Paths.KeyFile)
-	if err := peerGet(memberCert, memberKey); err != nil {
+	if err := peerGet(t, m, memberCert, memberKey); err != nil {
 		t.Errorf("the peer port refused the member's own certificate: %v", err)
 	}
 }
 
 // TestRevokeAndMintedCertificates: a certificate minted with the CA's key
-// (as a stolen device could) is refused though the CA signed it; revoking
+// (as a stolen device could) is refused on both ports though the CA
+// signed it; revoking
 // a replica refuses its next request and ends its open watch, and rotates
 // the cluster token, in the record and in the member's token file.
 func TestRevokeAndMintedCertificates(t *testing.T) {
@@ -188,6 +193,9 @@ func TestRevokeAndMintedCertificates(t *testing.T) {
 	}
 	_, err = clientWith(t, m, ca.CertPEM, minted, mintedKey).Get(ctx, "/leasehold/x")
 	wantDenied(t, "a minted member certificate", err)
+	if err := peerGet(t, m, minted, mintedKey); err == nil {
+		t.Errorf("the peer port accepted a minted member certificate")
+	}
 
 	resp, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "r1", Replica: true})
 	if err != nil {
