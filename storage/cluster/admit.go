@@ -76,6 +76,14 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	if !memberName.MatchString(req.Name) {
 		return out, fmt.Errorf("invalid member name %q", req.Name)
 	}
+	// One name, one kind of device: "cluster remove NAME" must not hit a
+	// member when a replica was meant, or the other way round.
+	if req.Replica && s.m.isMember(req.Name) {
+		return out, fmt.Errorf("a member is called %q: %w", req.Name, clusterapi.ErrMemberExists)
+	}
+	if !req.Replica && s.m.gate.names(KindReplica)[req.Name] {
+		return out, fmt.Errorf("a replica is called %q: %w", req.Name, clusterapi.ErrMemberExists)
+	}
 	if req.Replica {
 		return s.admitReplica(ctx, req.Name)
 	}

@@ -572,6 +572,7 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("cluster: remove member %s: %w", name, err)
 	}
 	m.log.Info("Removed a member; its certificates are revoked and the cluster token rotated", "member", name, "certificates", revoked)
+	m.warnLegacy(name)
 	return nil
 }
 
@@ -595,7 +596,21 @@ func (m *Member) Revoke(ctx context.Context, name string) error {
 		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
 	}
 	m.log.Info("Revoked a replica; the cluster token rotated", "replica", name, "certificates", n)
+	m.warnLegacy(name)
 	return nil
+}
+
+// warnLegacy says, on a cluster created before the credentials record,
+// that a removed device's certificate is still accepted.
+func (m *Member) warnLegacy(name string) {
+	m.gate.mu.RLock()
+	enforce := m.gate.enforce
+	m.gate.mu.RUnlock()
+	if !enforce {
+		m.log.Warn("This cluster was created before leasehold recorded the certificates it admits: its members still accept "+
+			"any certificate of the cluster CA, the removed device's included. Restore a backup into a new cluster to enforce the record "+
+			"(docs/cluster.md, \"A stolen device\")", "removed", name)
+	}
 }
 
 // isMember reports whether name (or a hexadecimal ID) is a member, as this

@@ -197,6 +197,9 @@ func TestRevokeAndMintedCertificates(t *testing.T) {
 		t.Errorf("the peer port accepted a minted member certificate")
 	}
 
+	if _, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "m1", Replica: true}); !errors.Is(err, clusterapi.ErrMemberExists) {
+		t.Errorf("a replica named after a member: %v, want ErrMemberExists", err)
+	}
 	resp, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "r1", Replica: true})
 	if err != nil {
 		t.Fatalf("admit a replica: %v", err)
