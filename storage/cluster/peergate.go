@@ -123,10 +123,30 @@ func (pg *peerGate) forward(conn *tls.Conn) {
 		return
 	}
 	defer back.Close()
+	// A write to the public side is bounded as etcd bounds its own peer
+	// writes (rafthttp's 5 s): a connection into a partition ends instead
+	// of hiding the cut behind this copy. Reads are not: a raft stream
+	// carries messages one way only, and the dialer reads with its own
+	// timeout.
+	pub := deadlineConn{Conn: conn, d: peerConnTimeout}
 	errc := make(chan error, 2)
-	go func() { _, err := io.Copy(back, conn); errc <- err }()
-	go func() { _, err := io.Copy(conn, back); errc <- err }()
+	go func() { _, err := io.Copy(back, pub); errc <- err }()
+	go func() { _, err := io.Copy(pub, back); errc <- err }()
 	<-errc // either side ends: both close (deferred), which ends the other copy
+}
+
+// peerConnTimeout is etcd's rafthttp.ConnWriteTimeout.
+const peerConnTimeout = 5 * time.Second
+
+// deadlineConn bounds each write by d.
+type deadlineConn struct {
+	net.Conn
+	d time.Duration
+}
+
+func (c deadlineConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.d))
+	return c.Conn.Write(b)
 }
 
 // track adds (or removes) an open connection of certificate fp; it
