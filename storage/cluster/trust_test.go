@@ -256,3 +256,61 @@ func TestRevokeAndMintedCertificates(t *testing.T) {
 		t.Errorf("revoking r1 again: %v, want ErrNoSuchMember", err)
 	}
 }
+
+// TestRevokedMemberPeerConnectionsClose: revoking a member's certificate
+// closes its open connections to the others' peer ports and refuses its
+// new ones (its etcd redials at once).
+func TestRevokedMemberPeerConnectionsClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ca := newTestCA(t, "peer-ca")
+	c1 := memberConfig(t, ca, t.TempDir(), "m1", nil)
+	m1, err := Start(ctx, c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	c2 := memberConfig(t, ca, t.TempDir(), "m2", nil)
+	recordMember(t, m1, c2)
+	ad, err := m1.AddLearner(ctx, "m2", c2.AdvertisePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.InitialCluster, c2.Join = ad.InitialCluster, true
+	m2, err := Start(ctx, c2)
+	if err != nil {
+		t.Fatalf("join m2: %v", err)
+	}
+	defer m2.Close()
+	fp2 := m2.gate.self
+	open := func() int {
+		m1.peers.mu.Lock()
+		defer m1.peers.mu.Unlock()
+		return len(m1.peers.conns[fp2])
+	}
+	if n := open(); n == 0 {
+		t.Fatalf("m2 holds no connection to m1's peer port")
+	}
+	if _, err := revokeCredentials(ctx, m1.client, KindMember, "m2"); err != nil {
+		t.Fatalf("revoke m2: %v", err)
+	}
+	// m2's etcd redials all along: none of its connections may stay open.
+	deadline, quiet := time.Now().Add(30*time.Second), time.Time{}
+	for ; ; time.Sleep(20 * time.Millisecond) {
+		if open() != 0 {
+			quiet = time.Time{}
+		} else if quiet.IsZero() {
+			quiet = time.Now()
+		} else if time.Since(quiet) > time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("m2 still holds %d connections to m1's peer port 30s after its revocation", open())
+		}
+	}
+	cert, _ := os.ReadFile(c2.Paths.CertFile)
+	key, _ := os.ReadFile(c2.Paths.KeyFile)
+	if err := peerGet(t, m1, cert, key); err == nil {
+		t.Errorf("m1's peer port still accepts m2's revoked certificate")
+	}
+}
