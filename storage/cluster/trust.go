@@ -165,7 +165,7 @@ func revokeCredentials(ctx context.Context, c *clientv3.Client, kind, name strin
 	return len(ops) - 1, nil
 }
 
-// credentialNames lists the names holding a credential of kind, as this
+// names lists the names holding a credential of kind, as this
 // member applied them.
 func (g *gate) names(kind string) map[string]bool {
 	g.mu.RLock()
