@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -38,19 +39,53 @@ type gate struct {
 	// connections); set before the record is followed.
 	onRevoke func(fp string)
 
-	mu      sync.RWMutex
-	loaded  bool
-	enforce bool
-	token   []byte
-	creds   map[string]Credential // by fingerprint
+	// file keeps the record as last applied, for the peer gate of the
+	// member's next start (before etcd has read its data).
+	file string
+
+	mu       sync.RWMutex
+	loaded   bool
+	fromFile bool // creds and enforce are file's, read at start
+	enforce  bool
+	token    []byte
+	creds    map[string]Credential // by fingerprint
 	// streams are the open streams of each certificate, cancelled when
 	// its credential is deleted.
 	streams map[string]map[*context.CancelFunc]struct{}
 }
 
-func newGate(prefix, self string, log *slog.Logger, onToken func([]byte)) *gate {
-	return &gate{prefix: []byte(prefix), prefixEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)), self: self, log: log,
+func newGate(prefix, self, file string, log *slog.Logger, onToken func([]byte)) *gate {
+	g := &gate{prefix: []byte(prefix), prefixEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)), self: self, log: log, file: file,
 		onToken: onToken, creds: map[string]Credential{}, streams: map[string]map[*context.CancelFunc]struct{}{}}
+	if data, err := os.ReadFile(file); err == nil {
+		var kept keptRecord
+		if err := json.Unmarshal(data, &kept); err == nil && kept.Credentials != nil {
+			g.creds, g.enforce, g.fromFile = kept.Credentials, kept.Enforce, true
+		} else {
+			log.Warn("The kept copy of the credentials record is unreadable; the peer port admits any member certificate of the CA until the record is read", "file", file, "err", err)
+		}
+	}
+	return g
+}
+
+// keptRecord is the file copy of the record (trust.json).
+type keptRecord struct {
+	Enforce     bool                  `json:"enforce"`
+	Credentials map[string]Credential `json:"credentials"`
+}
+
+// keep writes the record as this member applied it to the file,
+// atomically; only the follow goroutine calls it.
+func (g *gate) keep() {
+	g.mu.RLock()
+	data, err := json.MarshalIndent(keptRecord{Enforce: g.enforce, Credentials: g.creds}, "", "  ")
+	g.mu.RUnlock()
+	if err == nil {
+		err = WriteFile(g.file, append(data, '\n'), 0o600)
+	}
+	if err != nil {
+		g.log.Warn("Could not keep a copy of the credentials record", "file", g.file, "err", err)
+	}
 }
 
 // serverOptions install the gate on the member's gRPC server.
@@ -301,6 +336,7 @@ func (g *gate) follow(ctx context.Context, c *clientv3.Client, loaded chan<- str
 			}
 			continue
 		}
+		g.keep()
 		if first {
 			close(loaded)
 			first = false
@@ -315,6 +351,7 @@ func (g *gate) follow(ctx context.Context, c *clientv3.Client, loaded chan<- str
 			for _, ev := range resp.Events {
 				g.apply(ev.Kv.Key, ev.Kv.Value, ev.Type == mvccpb.DELETE)
 			}
+			g.keep()
 		}
 		select { // a watch that keeps failing is not retried in a tight loop
 		case <-ctx.Done():
@@ -350,7 +387,7 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	}
 	g.mu.Lock()
 	old := g.creds
-	g.creds, g.enforce, g.loaded = creds, enforce, true
+	g.creds, g.enforce, g.loaded, g.fromFile = creds, enforce, true, false
 	g.mu.Unlock()
 	for fp := range old {
 		if !g.admitted(fp) {

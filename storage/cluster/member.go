@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := newGate(cfg.Prefix, self, cfg.Logger, func(token []byte) {
+	g := newGate(cfg.Prefix, self, filepath.Join(cfg.Paths.Dir, "trust.json"), cfg.Logger, func(token []byte) {
 		if err := WriteFile(cfg.Paths.TokenFile, append(bytes.Clone(token), '\n'), 0o600); err != nil {
 			cfg.Logger.Error("Could not write the rotated cluster token", "file", cfg.Paths.TokenFile, "err", err)
 		}

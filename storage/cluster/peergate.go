@@ -23,8 +23,12 @@ import (
 // client certificate that must be a member's in the cluster's record
 // (trust.go), checked at each handshake; a revoked member's open
 // connections are closed. Until the member has read the record at start
-// (seconds; its raft must run to get there), it accepts any member
-// certificate of the CA, as etcd did.
+// (seconds; its raft must run to get there), it goes by the copy it kept
+// in its data directory (trust.json) when it last ran; a member that
+// never ran (a joiner's first start) accepts any member certificate of
+// the CA, as etcd did. A restarting member that missed a join refuses the
+// newcomer's dials until it has caught up, which it does over its own
+// dials (raft's stream readers and pipeline are the dialer's).
 type peerGate struct {
 	ln      net.Listener
 	backend string
@@ -207,19 +211,19 @@ func (pg *peerGate) Close() {
 }
 
 // peerAdmitted decides a peer connection: a member's certificate in the
-// record once it is read (or on a cluster from before the record); before,
-// any certificate of the CA that a member's could be (it names
-// memberCertHost, which no replica's does).
+// record once it is read, or in the kept copy before (or any on a cluster
+// from before the record); with neither, any certificate of the CA that a
+// member's could be (it names memberCertHost, which no replica's does).
 func (g *gate) peerAdmitted(leaf *x509.Certificate) error {
 	fp := Fingerprint(leaf.Raw)
 	if fp == g.self {
 		return nil
 	}
 	g.mu.RLock()
-	loaded, enforce := g.loaded, g.enforce
+	known, enforce := g.loaded || g.fromFile, g.enforce
 	cred, ok := g.creds[fp]
 	g.mu.RUnlock()
-	if loaded && enforce {
+	if known && enforce {
 		if !ok || cred.Kind != KindMember {
 			return errors.New("this certificate is not a member's of the cluster (removed, or never issued by a join)")
 		}

@@ -313,4 +313,28 @@ func TestRevokedMemberPeerConnectionsClose(t *testing.T) {
 	if err := peerGet(t, m1, cert, key); err == nil {
 		t.Errorf("m1's peer port still accepts m2's revoked certificate")
 	}
+
+	// m1 keeps the record for its next start's peer port: enforced, with
+	// itself and without m2.
+	data, err := os.ReadFile(filepath.Join(c1.Paths.Dir, "trust.json"))
+	if err != nil {
+		t.Fatalf("the kept record: %v", err)
+	}
+	g := newGate("/leasehold", "", filepath.Join(c1.Paths.Dir, "trust.json"), slog.New(slog.DiscardHandler), nil)
+	if !g.fromFile || !g.enforce || g.creds[m1.gate.self].Name != "m1" || g.creds[fp2].Name != "" {
+		t.Errorf("the kept record %s reads back as enforce=%v, %v; want enforced, m1 and not m2", data, g.enforce, g.creds)
+	}
+	for _, tc := range []struct {
+		file string
+		ok   bool
+	}{{c1.Paths.CertFile, true}, {c2.Paths.CertFile, false}} {
+		pemData, _ := os.ReadFile(tc.file)
+		_, leaf, err := pemFingerprint(pemData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.peerAdmitted(leaf); (err == nil) != tc.ok {
+			t.Errorf("before the record is read, the kept copy admits %s: %v, want %v", leaf.Subject.CommonName, err, tc.ok)
+		}
+	}
 }
