@@ -76,13 +76,8 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	if !memberName.MatchString(req.Name) {
 		return out, fmt.Errorf("invalid member name %q", req.Name)
 	}
-	// One name, one kind of device: "cluster remove NAME" must not hit a
-	// member when a replica was meant, or the other way round.
-	if req.Replica && s.m.isMember(req.Name) {
-		return out, fmt.Errorf("a member is called %q: %w", req.Name, clusterapi.ErrMemberExists)
-	}
-	if !req.Replica && s.m.gate.names(KindReplica)[req.Name] {
-		return out, fmt.Errorf("a replica is called %q: %w", req.Name, clusterapi.ErrMemberExists)
+	if err := s.nameTaken(req.Name, req.Replica); err != nil {
+		return out, err
 	}
 	if req.Replica {
 		return s.admitReplica(ctx, req.Name)
@@ -120,6 +115,19 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	}
 	return clusterapi.JoinResponse{CACert: string(caCert), CAKey: string(caKey), Cert: string(cert), Key: string(key),
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
+}
+
+// nameTaken refuses a name the other kind of device holds: one name, one
+// kind of device, so that "cluster remove NAME" never hits a member when
+// a replica was meant, or the other way round.
+func (s *Membership) nameTaken(name string, replica bool) error {
+	if replica && s.m.isMember(name) {
+		return fmt.Errorf("a member is called %q: %w", name, clusterapi.ErrMemberExists)
+	}
+	if !replica && s.m.gate.names(KindReplica)[name] {
+		return fmt.Errorf("a replica is called %q: %w", name, clusterapi.ErrMemberExists)
+	}
+	return nil
 }
 
 // admitReplica issues an API-only replica a client certificate for the

@@ -49,6 +49,12 @@ type gate struct {
 	enforce  bool
 	token    []byte
 	creds    map[string]Credential // by fingerprint
+	// gone are the fingerprints whose credentials were deleted: their
+	// streams end at their next message.
+	gone map[string]bool
+	// confirm looks a fingerprint the mirror lacks up in the record with
+	// a linearizable read (set once the member's in-process client is).
+	confirm func(ctx context.Context, fp string) (Credential, bool)
 	// streams are the open streams of each certificate, cancelled when
 	// its credential is deleted.
 	streams map[string]map[*context.CancelFunc]struct{}
@@ -56,7 +62,7 @@ type gate struct {
 
 func newGate(prefix, self, file string, log *slog.Logger, onToken func([]byte)) *gate {
 	g := &gate{prefix: []byte(prefix), prefixEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)), self: self, log: log, file: file,
-		onToken: onToken, creds: map[string]Credential{}, streams: map[string]map[*context.CancelFunc]struct{}{}}
+		onToken: onToken, creds: map[string]Credential{}, gone: map[string]bool{}, streams: map[string]map[*context.CancelFunc]struct{}{}}
 	if data, err := os.ReadFile(file); err == nil {
 		var kept keptRecord
 		if err := json.Unmarshal(data, &kept); err == nil && kept.Credentials != nil {
@@ -115,14 +121,23 @@ func (g *gate) identify(ctx context.Context) (string, Credential, error) {
 		return fp, Credential{Kind: KindMember}, nil
 	}
 	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if !g.loaded {
+	loaded, enforce := g.loaded, g.enforce
+	cred, known := g.creds[fp]
+	confirm := g.confirm
+	g.mu.RUnlock()
+	switch {
+	case !loaded:
 		return fp, Credential{}, errNotLoaded
-	}
-	if cred, ok := g.creds[fp]; ok {
+	case known:
 		return fp, cred, nil
-	}
-	if g.enforce {
+	case enforce:
+		// A device admitted a moment ago through another member may be
+		// ahead of this member's mirror: a linearizable read decides.
+		if confirm != nil {
+			if cred, ok := confirm(ctx, fp); ok {
+				return fp, cred, nil
+			}
+		}
 		return fp, Credential{}, errNotAdmitted
 	}
 	// A cluster from before the record: any certificate of the CA, a
@@ -137,15 +152,12 @@ func (g *gate) identify(ctx context.Context) (string, Credential, error) {
 	return fp, Credential{Kind: kind, Name: leaf.Subject.CommonName}, nil
 }
 
-// admitted reports whether fingerprint fp may still be used.
-func (g *gate) admitted(fp string) bool {
-	if fp == g.self {
-		return true
-	}
+// revoked reports whether the credential of fingerprint fp, which passed
+// identify, was deleted since.
+func (g *gate) revoked(fp string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	_, ok := g.creds[fp]
-	return ok || !g.enforce
+	return g.gone[fp]
 }
 
 func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -205,7 +217,7 @@ func (s *gatedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if !s.g.admitted(s.fp) {
+	if s.g.revoked(s.fp) {
 		return errNotAdmitted
 	}
 	if w, ok := m.(*pb.WatchRequest); ok && s.replica {
@@ -217,7 +229,7 @@ func (s *gatedStream) RecvMsg(m any) error {
 }
 
 func (s *gatedStream) SendMsg(m any) error {
-	if !s.g.admitted(s.fp) {
+	if s.g.revoked(s.fp) {
 		return errNotAdmitted
 	}
 	return s.ServerStream.SendMsg(m)
@@ -388,11 +400,19 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	g.mu.Lock()
 	old := g.creds
 	g.creds, g.enforce, g.loaded, g.fromFile = creds, enforce, true, false
-	g.mu.Unlock()
+	var dropped []string
 	for fp := range old {
-		if !g.admitted(fp) {
-			g.cancelStreams(fp)
+		if _, ok := creds[fp]; !ok && enforce {
+			g.gone[fp] = true
+			dropped = append(dropped, fp)
 		}
+	}
+	for fp := range creds {
+		delete(g.gone, fp)
+	}
+	g.mu.Unlock()
+	for _, fp := range dropped {
+		g.cancelStreams(fp)
 	}
 	if token != nil {
 		g.apply([]byte(tokenKey), token, false)
@@ -410,6 +430,7 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 			g.mu.Lock()
 			cred, had := g.creds[fp]
 			delete(g.creds, fp)
+			g.gone[fp] = true
 			g.mu.Unlock()
 			if had {
 				g.log.Info("A credential was revoked; its connections are closed", "kind", cred.Kind, "name", cred.Name)
@@ -424,6 +445,7 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 		}
 		g.mu.Lock()
 		g.creds[fp] = cred
+		delete(g.gone, fp)
 		g.mu.Unlock()
 	case k == enforceKey:
 		g.mu.Lock()

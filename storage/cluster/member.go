@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -195,6 +196,19 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 // mirrors the record from its own data, before it serves its clients.
 func (m *Member) followTrust(ctx context.Context) error {
 	m.local = v3client.New(m.etcd.Server)
+	local := m.local
+	m.gate.mu.Lock()
+	m.gate.confirm = func(ctx context.Context, fp string) (Credential, bool) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		resp, err := local.Get(ctx, credentialsPrefix+fp)
+		var cred Credential
+		if err != nil || len(resp.Kvs) == 0 || json.Unmarshal(resp.Kvs[0].Value, &cred) != nil {
+			return Credential{}, false
+		}
+		return cred, true
+	}
+	m.gate.mu.Unlock()
 	if !m.cfg.Join && !m.cfg.scratch {
 		if err := bootstrapTrust(ctx, m.local, m.gate.self, m.cfg.Name, m.cfg.Token); err != nil {
 			return err

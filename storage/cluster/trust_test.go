@@ -40,6 +40,20 @@ func trustMember(t *testing.T) (*Member, *Membership, *testCA) {
 	return m, NewMembership(p, m, func(context.Context) (string, error) { return "", nil }), ca
 }
 
+// admitReplica issues and records a replica's client certificate as a
+// join does (Membership.Admit; the e2e tests run the real handshake).
+func admitReplica(t *testing.T, m *Member, ca *testCA, name string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	certPEM, keyPEM, err := ca.IssueLongLivedClient(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recordCredential(context.Background(), m.client, certPEM, KindReplica, name); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM, keyPEM
+}
+
 // clientWith is an etcd client of m presenting the certificate and key
 // (PEM), with no retries beyond one attempt's.
 func clientWith(t *testing.T, m *Member, caPEM, certPEM, keyPEM []byte) *clientv3.Client {
@@ -99,14 +113,11 @@ func wantDenied(t *testing.T, what string, err error) {
 // prefix, the members' own keys, or a range past the prefix. The peer
 // port refuses it at the handshake, where the member's own passes.
 func TestReplicaLeastPrivilege(t *testing.T) {
-	m, ms, ca := trustMember(t)
+	m, _, ca := trustMember(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "r1", Replica: true})
-	if err != nil {
-		t.Fatalf("admit a replica: %v", err)
-	}
-	r := clientWith(t, m, ca.CertPEM, []byte(resp.Cert), []byte(resp.Key))
+	cert, key := admitReplica(t, m, ca, "r1")
+	r := clientWith(t, m, ca.CertPEM, cert, key)
 
 	// Lease traffic works.
 	lease, err := r.Grant(ctx, 10)
@@ -167,7 +178,7 @@ func TestReplicaLeastPrivilege(t *testing.T) {
 
 	// The peer port: the replica's certificate fails the handshake, a
 	// member's passes.
-	if err := peerGet(t, m, []byte(resp.Cert), []byte(resp.Key)); err == nil {
+	if err := peerGet(t, m, cert, key); err == nil {
 		t.Errorf("the peer port accepted a replica's certificate")
 	}
 	memberCert, _ := os.ReadFile(m.cfg.Paths.CertFile)
@@ -197,14 +208,18 @@ func TestRevokeAndMintedCertificates(t *testing.T) {
 		t.Errorf("the peer port accepted a minted member certificate")
 	}
 
-	if _, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "m1", Replica: true}); !errors.Is(err, clusterapi.ErrMemberExists) {
+	if err := ms.nameTaken("m1", true); !errors.Is(err, clusterapi.ErrMemberExists) {
 		t.Errorf("a replica named after a member: %v, want ErrMemberExists", err)
 	}
-	resp, err := ms.Admit(ctx, clusterapi.JoinRequest{Name: "r1", Replica: true})
-	if err != nil {
-		t.Fatalf("admit a replica: %v", err)
+	cert, key := admitReplica(t, m, ca, "r1")
+	// The member's mirror of the record follows it within milliseconds.
+	for deadline := time.Now().Add(10 * time.Second); !m.gate.names(KindReplica)["r1"] && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
-	r := clientWith(t, m, ca.CertPEM, []byte(resp.Cert), []byte(resp.Key))
+	if err := ms.nameTaken("r1", false); !errors.Is(err, clusterapi.ErrMemberExists) {
+		t.Errorf("a member named after a replica: %v, want ErrMemberExists", err)
+	}
+	r := clientWith(t, m, ca.CertPEM, cert, key)
 	if _, err := r.Put(ctx, "/leasehold/leases/a", "v"); err != nil {
 		t.Fatalf("replica: put: %v", err)
 	}
