@@ -157,7 +157,10 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 		c.EtcdPrefix = r.Prefix
 		c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile = r.Files.CAFile, r.Files.CertFile, r.Files.KeyFile
 		// The etcd client follows the members' list by itself.
-		// Bounded requests that fail over between the members.
+		// Bounded requests that fail over between the members. A replica
+		// does not compact: the members refuse it that (storage/cluster's
+		// gate), and their own compactors keep --watch-history.
+		c.WatchHistory = -1
 		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, r.Name, o.Logger)
 	case ExternalEtcd:
 		return openEtcd(ctx, c, 0, 0, "", o.Logger)

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -30,8 +31,15 @@ func NewMembership(p *Provisioned, m *Member, electionLeader func(ctx context.Co
 	return &Membership{p: p, m: m, electionLeader: electionLeader}
 }
 
-// Token is the cluster token a joiner must prove it knows.
-func (s *Membership) Token() []byte { return s.p.token }
+// Token is the cluster token a joiner must prove it knows: the one the
+// cluster's record holds (a removal rotates it), or for a cluster created
+// before the record kept it, the member's own.
+func (s *Membership) Token() []byte {
+	if t := s.m.Token(); len(t) > 0 {
+		return t
+	}
+	return s.p.token
+}
 
 // Status is the members and which server runs the election controller
 // (unknown when it cannot be read within a second).
@@ -51,9 +59,13 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	return st, nil
 }
 
-// Remove removes the member called name; its errors match
-// clusterapi.ErrNoSuchMember and ErrNoQuorum (Member.Remove).
+// Remove removes the member called name, or revokes the replica called
+// name when no member is (Member.Remove, Member.Revoke); its errors match
+// clusterapi.ErrNoSuchMember and ErrNoQuorum.
 func (s *Membership) Remove(ctx context.Context, name string) error {
+	if !s.m.isMember(name) && s.m.gate.names(KindReplica)[name] {
+		return s.m.Revoke(ctx, name)
+	}
 	return s.m.Remove(ctx, name)
 }
 
@@ -74,8 +86,16 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	if csr.Subject.CommonName != req.Name {
 		return out, fmt.Errorf("%w: csr is not for the name the request gives", clusterapi.ErrInvalidRequest)
 	}
+	if err := s.nameTaken(req.Name, req.Replica); err != nil {
+		return out, err
+	}
 	if req.Replica {
-		return s.admitReplica(req.Name, csr.PublicKey)
+		return s.admitReplica(ctx, req.Name, csr.PublicKey)
+	}
+	for _, raw := range []string{req.PeerURL, req.ClientURL} {
+		if u, err := url.Parse(raw); err != nil || u.Scheme != "https" || u.Port() == "" {
+			return out, fmt.Errorf("invalid member URL %q: want https://host:port", raw)
+		}
 	}
 	ca, caCert, caKey, err := s.authority()
 	if err != nil {
@@ -87,7 +107,18 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	if err != nil {
 		return out, err
 	}
+	// The certificate is admitted before the learner is added: a learner
+	// asks the voting members for its promotion with it.
+	fp, err := recordCredential(ctx, s.m.client, cert, KindMember, req.Name)
+	if err != nil {
+		return out, err
+	}
 	ad, err := s.m.AddLearner(ctx, req.Name, req.PeerURL)
+	if err != nil {
+		if _, derr := s.m.client.Delete(context.WithoutCancel(ctx), credentialsPrefix+fp); derr != nil {
+			s.m.log.Warn("The credential of a join that failed stays recorded", "member", req.Name, "err", derr)
+		}
+	}
 	if errors.Is(err, ErrMemberExists) {
 		return out, fmt.Errorf("%w: %w", clusterapi.ErrMemberExists, err)
 	}
@@ -98,10 +129,23 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 		InitialCluster: ad.InitialCluster, ClientURLs: ad.ClientURLs}, nil
 }
 
+// nameTaken refuses a name the other kind of device holds: one name, one
+// kind of device, so that "cluster remove NAME" never hits a member when
+// a replica was meant, or the other way round.
+func (s *Membership) nameTaken(name string, replica bool) error {
+	if replica && s.m.isMember(name) {
+		return fmt.Errorf("a member is called %q: %w", name, clusterapi.ErrMemberExists)
+	}
+	if !replica && s.m.gate.names(KindReplica)[name] {
+		return fmt.Errorf("a replica is called %q: %w", name, clusterapi.ErrMemberExists)
+	}
+	return nil
+}
+
 // admitReplica signs an API-only replica's client certificate for the
 // members' client listeners. It gets the CA's certificate to verify the
 // members, not its key: a replica admits nobody.
-func (s *Membership) admitReplica(name string, pub crypto.PublicKey) (clusterapi.JoinResponse, error) {
+func (s *Membership) admitReplica(ctx context.Context, name string, pub crypto.PublicKey) (clusterapi.JoinResponse, error) {
 	ca, caCert, _, err := s.authority()
 	if err != nil {
 		return clusterapi.JoinResponse{}, err
@@ -110,6 +154,9 @@ func (s *Membership) admitReplica(name string, pub crypto.PublicKey) (clusterapi
 	// later: nothing renews it (the members' own are as long-lived).
 	cert, err := ca.SignLongLivedClient(name, nil, pub)
 	if err != nil {
+		return clusterapi.JoinResponse{}, err
+	}
+	if _, err := recordCredential(ctx, s.m.client, cert, KindReplica, name); err != nil {
 		return clusterapi.JoinResponse{}, err
 	}
 	return clusterapi.JoinResponse{CACert: string(caCert), Cert: string(cert),

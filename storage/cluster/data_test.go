@@ -45,6 +45,19 @@ func writeMember(t *testing.T, ca *testCA, p Paths, name string) {
 	}
 }
 
+// recordMember admits c's certificate on m's cluster, as a join does
+// before it adds the learner.
+func recordMember(t *testing.T, m *Member, c Config) {
+	t.Helper()
+	cert, err := os.ReadFile(c.Paths.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recordCredential(context.Background(), m.client, cert, KindMember, c.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // memberConfig lays out member name in dir on two free loopback ports
 // (or those of like, when given) with a certificate of ca.
 func memberConfig(t *testing.T, ca *testCA, dir, name string, like *State) Config {
@@ -119,8 +132,9 @@ func TestImport(t *testing.T) {
 	if len(resp.Kvs) != n || string(resp.Kvs[299].Value) != strings.Repeat("v", 299) {
 		t.Errorf("the cluster holds %d records (want %d) or a wrong value", len(resp.Kvs), n)
 	}
-	if resp.Header.Revision != res.Revision {
-		t.Errorf("revision %d, want %d", resp.Header.Revision, res.Revision)
+	// The first start adds one write: the record of its credentials.
+	if resp.Header.Revision != res.Revision+1 {
+		t.Errorf("revision %d, want %d (the import's, then the credentials record)", resp.Header.Revision, res.Revision+1)
 	}
 	if _, err := m.client.Get(ctx, "/pfx/", clientv3.WithPrefix(), clientv3.WithRev(sourceRev)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Errorf("a read at the old store's revision: %v, want compacted", err)
@@ -146,6 +160,7 @@ func TestSnapshotAndRestore(t *testing.T) {
 	}
 	defer m1.Close()
 	c2 := memberConfig(t, oldCA, t.TempDir(), "m2", nil)
+	recordMember(t, m1, c2)
 	ad, err := m1.AddLearner(ctx, "m2", c2.AdvertisePeer)
 	if err != nil {
 		t.Fatal(err)
@@ -197,8 +212,10 @@ func TestSnapshotAndRestore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/registry/namespaces/bad") {
 		t.Errorf("CheckSnapshot with an undecodable record: %v", err)
 	}
-	if info, err = CheckSnapshot(ctx, snap, "/leasehold", nil); err != nil || info.Revision < oldRev || info.Keys != 21 || info.Prefixed != 20 {
-		t.Errorf("CheckSnapshot = %+v, %v; want revision >= %d, 21 keys, 20 under the prefix", info, err, oldRev)
+	// 21 keys: 19 namespaces, the bad one, /other/key; and the members'
+	// record: the two members' credentials and its enforcement mark.
+	if info, err = CheckSnapshot(ctx, snap, "/leasehold", nil); err != nil || info.Revision < oldRev || info.Keys != 24 || info.Prefixed != 20 {
+		t.Errorf("CheckSnapshot = %+v, %v; want revision >= %d, 24 keys, 20 under the prefix", info, err, oldRev)
 	}
 
 	data, err := os.ReadFile(snap)

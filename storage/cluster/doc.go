@@ -18,6 +18,12 @@
 //     (go.etcd.io/etcd/server/v3/embed) with mutual TLS on the peer and
 //     client listeners, and the self-promotion of a joining learner once
 //     it caught up;
+//   - trust (trust.go, gate.go, peergate.go): the certificates the joins
+//     issued are recorded in etcd, and only those pass the member's client
+//     port (a gRPC interceptor; a replica's within the key prefix only)
+//     and its peer port (a TLS gate in front of etcd's loopback peer
+//     listener); removing or revoking a device deletes its records and
+//     rotates the cluster token in one raft write;
 //   - a member's data: the import of a single-device database at
 //     --cluster-init (Import, PrepareData), its backup (Barrier, a
 //     linearizable read through the raft leader first, then Snapshot,

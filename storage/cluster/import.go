@@ -44,7 +44,7 @@ func Import(ctx context.Context, cfg Config, prefix string,
 	defer os.RemoveAll(cfg.Paths.ImportDir)
 	tmp := cfg
 	tmp.Paths.EtcdDir = filepath.Join(cfg.Paths.ImportDir, "etcd")
-	tmp.InitialCluster, tmp.Join = "", false
+	tmp.InitialCluster, tmp.Join, tmp.scratch = "", false, true
 	m, err := Start(ctx, tmp)
 	if err != nil {
 		return res, fmt.Errorf("cluster: import: %w", err)

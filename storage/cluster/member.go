@@ -1,26 +1,31 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
@@ -53,7 +58,23 @@ type Config struct {
 	// (default Logger), so that the caller labels them (component=etcd).
 	Logger     *slog.Logger
 	EtcdLogger *slog.Logger
+	// Prefix is the replicas' key range on the client port (the members'
+	// --etcd-prefix; default /leasehold): the gate lets a replica's
+	// certificate touch nothing else.
+	Prefix string
+	// Token is the cluster token a new cluster (Join false) records for
+	// joiners; a member's token file follows the record afterwards.
+	Token []byte
+	// scratch marks a temporary member (an import's), which records no
+	// credentials: it is no cluster anyone joins.
+	scratch bool
 }
+
+// memberCertHost is a host every member certificate covers and no
+// replica certificate does (newMemberState, admitReplica): the peer gate
+// takes it as the mark of a member's certificate until it has read the
+// record.
+const memberCertHost = "127.0.0.1"
 
 // Member is a running embedded etcd member.
 type Member struct {
@@ -72,6 +93,13 @@ type Member struct {
 	// peerHTTP asks other members' peer listeners whether they run, with
 	// this member's certificate.
 	peerHTTP *http.Client
+	// gate guards the client port (trust.go); local is an in-process
+	// client of the member, which follows the credentials record for it
+	// until stopFollow.
+	gate       *gate
+	peers      *peerGate
+	local      *clientv3.Client
+	stopFollow context.CancelFunc
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -105,38 +133,66 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.StaleLearnerAfter <= 0 {
 		cfg.StaleLearnerAfter = DefaultStaleLearnerAfter
 	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/leasehold"
+	}
+	if err := checkPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	self, err := fileFingerprint(cfg.Paths.CertFile)
+	if err != nil {
+		return nil, err
+	}
+	g := newGate(cfg.Prefix, self, filepath.Join(cfg.Paths.Dir, "trust.json"), cfg.Logger, func(token []byte) {
+		if err := WriteFile(cfg.Paths.TokenFile, append(bytes.Clone(token), '\n'), 0o600); err != nil {
+			cfg.Logger.Error("Could not write the rotated cluster token", "file", cfg.Paths.TokenFile, "err", err)
+		}
+	})
 	closing := new(atomic.Bool)
 	ec, err := embedConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
+	ec.GRPCAdditionalServerOptions = g.serverOptions()
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
-	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing,
+	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {},
 		learners: &learnerWatch{after: cfg.StaleLearnerAfter, since: map[uint64]time.Time{}}}
+	if m.peers, err = startPeerGate(cfg.ListenPeer, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
+		e.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		m.peers.Close()
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting: %w; %s", cfg.Name, err, removedHint(cfg))
 	case <-e.Server.StopNotify():
+		m.peers.Close()
 		e.Close()
 		return nil, fmt.Errorf("cluster: etcd member %s stopped while starting; %s", cfg.Name, removedHint(cfg))
 	case <-ctx.Done():
 		// embed's Close waits for the client listeners, which wait for the
 		// server to be ready or stopping: stop it first, or Close of a
 		// member that never got a quorum hangs.
+		m.peers.Close()
 		e.Server.HardStop()
 		e.Close()
-		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up?): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
+		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up? "+
+			"a member removed from the cluster is refused by the others' peer ports and never gets ready): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
+	}
+	if err := m.followTrust(ctx); err != nil {
+		m.Close()
+		return nil, err
 	}
 	tlsCfg, err := etcd.TLSConfig(cfg.Paths.CAFile, cfg.Paths.CertFile, cfg.Paths.KeyFile)
 	if err != nil {
-		e.Close()
+		m.Close()
 		return nil, err
 	}
 	m.client, err = clientv3.New(clientv3.Config{
@@ -146,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		Logger:      clientLogger(cfg.Logger),
 	})
 	if err != nil {
-		e.Close()
+		m.Close()
 		return nil, fmt.Errorf("cluster: client of member %s: %w", cfg.Name, err)
 	}
 	if err := m.promoteSelf(ctx, tlsCfg); err != nil {
@@ -157,6 +213,45 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	m.background.Go(m.watchLearners)
 	return m, nil
 }
+
+// followTrust starts the gate: a new cluster records its first member
+// and enforces the record from its first request; every member then
+// mirrors the record from its own data, before it serves its clients.
+func (m *Member) followTrust(ctx context.Context) error {
+	m.local = v3client.New(m.etcd.Server)
+	local := m.local
+	m.gate.mu.Lock()
+	m.gate.confirm = func(ctx context.Context, fp string) (Credential, bool) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		resp, err := local.Get(ctx, credentialsPrefix+fp)
+		var cred Credential
+		if err != nil || len(resp.Kvs) == 0 || json.Unmarshal(resp.Kvs[0].Value, &cred) != nil {
+			return Credential{}, false
+		}
+		return cred, true
+	}
+	m.gate.mu.Unlock()
+	if !m.cfg.Join && !m.cfg.scratch {
+		if err := bootstrapTrust(ctx, m.local, m.gate.self, m.cfg.Name, m.cfg.Token); err != nil {
+			return err
+		}
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	m.stopFollow = cancel
+	loaded := make(chan struct{})
+	go m.gate.follow(fctx, m.local, loaded)
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: read the cluster's credentials: %w", ctx.Err())
+	}
+}
+
+// Token is the cluster token as the record holds it, nil for a cluster
+// created before the record kept it.
+func (m *Member) Token() []byte { return m.gate.currentToken() }
 
 // removedHint says what to do about the usual reason a member stops at
 // start: it was removed, and etcd lets no removed member back in.
@@ -174,9 +269,6 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Paths.EtcdDir
 	var err error
-	if ec.ListenPeerUrls, err = urls("https://" + cfg.ListenPeer); err != nil {
-		return nil, err
-	}
 	if ec.ListenClientUrls, err = urls("https://" + cfg.ListenClient); err != nil {
 		return nil, err
 	}
@@ -190,7 +282,17 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	// without a certificate of this cluster is refused.
 	tlsInfo := transport.TLSInfo{CertFile: cfg.Paths.CertFile, KeyFile: cfg.Paths.KeyFile,
 		TrustedCAFile: cfg.Paths.CAFile, ClientCertAuth: true}
-	ec.PeerTLSInfo, ec.ClientTLSInfo = tlsInfo, tlsInfo
+	ec.ClientTLSInfo = tlsInfo
+	// etcd listens for peers on loopback, without TLS: the peer port the
+	// others dial is the peer gate's (peergate.go), which admits member
+	// certificates of the record only. etcd keeps the certificate to dial
+	// the other members' gates.
+	if ec.ListenPeerUrls, err = urls("http://127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	peerTLS := tlsInfo
+	peerTLS.ClientCertAuth = false
+	ec.PeerTLSInfo = peerTLS
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.AdvertisePeer
@@ -306,9 +408,18 @@ func (m *Member) Close() {
 	}
 	close(m.done)
 	m.closing.Store(true)
+	m.stopFollow()
+	// The peer gate first: etcd's shutdown then finds no peer connection
+	// held open by it.
+	if m.peers != nil {
+		m.peers.Close()
+	}
 	m.background.Wait()
 	if m.client != nil {
 		_ = m.client.Close()
+	}
+	if m.local != nil {
+		_ = m.local.Close()
 	}
 	m.etcd.Close()
 }
@@ -499,14 +610,105 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 	if err := m.leaderSilent(ctx, name, target); err != nil {
 		return err
 	}
-	// Without a leader the request fails at once instead of waiting.
-	_, err := m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	// Its certificates first: once the member is out of the membership
+	// nothing would stop its copy from knocking on the client ports. The
+	// same write rotates the cluster token, which the device holds too.
+	// Without a leader the requests fail at once instead of waiting.
+	revoked := 0
+	err := error(nil)
+	if target.Name != "" {
+		revoked, err = revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindMember, target.Name)
+	}
+	if err == nil {
+		_, err = m.client.MemberRemove(clientv3.WithRequireLeader(ctx), uint64(target.ID))
+	}
 	if err != nil {
 		if waitable(err) || m.etcd.Server.Leader() == 0 {
 			return m.removalBlocked(ctx, name, target, err)
 		}
 		return fmt.Errorf("cluster: remove member %s: %w", name, err)
 	}
-	m.log.Info("Removed a member", "member", name)
+	m.log.Info("Removed a member; its certificates are revoked and the cluster token rotated", "member", name, "certificates", revoked)
+	m.warnLegacy(name)
 	return nil
+}
+
+// Revoke revokes every certificate of the replica called name and rotates
+// the cluster token: its next request, on any member, is refused, and its
+// open watches end. It needs a quorum, as Remove does.
+func (m *Member) Revoke(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if m.etcd.Server.Leader() == 0 {
+		return m.revokeBlocked(ctx, name)
+	}
+	n, err := revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindReplica, name)
+	if err != nil {
+		if m.quorumLost(err) {
+			return m.revokeBlocked(context.WithoutCancel(ctx), name)
+		}
+		return fmt.Errorf("cluster: revoke replica %s: %w", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
+	}
+	m.log.Info("Revoked a replica; the cluster token rotated", "replica", name, "certificates", n)
+	m.warnLegacy(name)
+	return nil
+}
+
+// warnLegacy says, on a cluster created before the credentials record,
+// that a removed device's certificate is still accepted.
+func (m *Member) warnLegacy(name string) {
+	m.gate.mu.RLock()
+	enforce := m.gate.enforce
+	m.gate.mu.RUnlock()
+	if !enforce {
+		m.log.Warn("This cluster was created before leasehold recorded the certificates it admits: its members still accept "+
+			"any certificate of the cluster CA, the removed device's included. Restore a backup into a new cluster to enforce the record "+
+			"(docs/cluster.md, \"A stolen device\")", "removed", name)
+	}
+}
+
+// isMember reports whether name (or a hexadecimal ID) is a member, as this
+// member applied the membership.
+func (m *Member) isMember(name string) bool {
+	for _, mem := range m.etcd.Server.Cluster().Members() {
+		if mem.Name == name || mem.ID.String() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// quorumLost reports whether a membership request failed for want of a
+// leader.
+func (m *Member) quorumLost(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0
+}
+
+// revokeBlocked is the error of a revocation without a quorum: how many
+// voting members answer, how many a quorum needs, and what to do.
+func (m *Member) revokeBlocked(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	voters, up := 0, 0
+	if st, err := m.Status(ctx); err == nil {
+		for _, ms := range st.Members {
+			if ms.Learner {
+				continue
+			}
+			voters++
+			// A member that answers at all is up, leader or not.
+			if ms.RaftTerm != 0 {
+				up++
+			}
+		}
+	}
+	return fmt.Errorf("cluster: cannot revoke %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
+		"and the credentials record changes only with a quorum. Start enough of the stopped members again "+
+		"(each with its data directory) to restore the quorum; "+
+		"if a majority is lost for good, run 'leasehold cluster reset' on the survivor with the most data", name, ErrNoQuorum, up, voters, voters/2+1)
 }

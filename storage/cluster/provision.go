@@ -41,6 +41,9 @@ type Provisioned struct {
 // the handshake with the member at f.Join, which issues its certificate.
 // prefix is the members' etcd key prefix.
 func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, log *slog.Logger) (*Provisioned, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
 	paths := dir.Member()
 	token, err := clusterToken(f, paths)
 	if err != nil {
@@ -57,7 +60,7 @@ func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, 
 			return nil, err
 		}
 		log.Info("Restarting the cluster member from its data", "member", st.Name, "dir", paths.Dir)
-		p.Config = Config{State: st, Paths: paths, Join: true}
+		p.Config = Config{State: st, Paths: paths, Join: true, Prefix: prefix, Token: token}
 		return p, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
@@ -104,7 +107,7 @@ func (p *Provisioned) bootstrap(dir datadir.Layout, st State, hosts []string, lo
 		return err
 	}
 	log.Info("Starting a new cluster", "member", st.Name, "peer_url", st.AdvertisePeer, "client_url", st.AdvertiseClient)
-	p.Config = Config{State: st, Paths: p.paths}
+	p.Config = Config{State: st, Paths: p.paths, Prefix: p.prefix, Token: p.token}
 	return nil
 }
 
@@ -126,7 +129,7 @@ func (p *Provisioned) join(ctx context.Context, joinURL string, dir datadir.Layo
 		return err
 	}
 	log.Info("Joined the cluster as a learner", "member", st.Name, "via", joinURL, "initial_cluster", resp.InitialCluster)
-	p.Config = Config{State: st, Paths: p.paths, InitialCluster: resp.InitialCluster, Join: true}
+	p.Config = Config{State: st, Paths: p.paths, InitialCluster: resp.InitialCluster, Join: true, Prefix: p.prefix, Token: p.token}
 	return nil
 }
 

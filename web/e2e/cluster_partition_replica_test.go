@@ -198,11 +198,12 @@ func (v *replicaView) current() string {
 
 // moveEtcdLeader hands the etcd leadership of leaderURL's member to the
 // member called to (etcd's MoveLeader), from inside host h with the
-// replica's client certificate in dataDir.
+// certificate of the member whose data directory is dataDir (maintenance
+// is the members': a replica's certificate may not move the leader).
 func moveEtcdLeader(t *testing.T, h *netHost, dataDir, leaderURL, to string) {
 	t.Helper()
-	dir := filepath.Join(dataDir, "replica")
-	tlsCfg, err := etcd.TLSConfig(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	dir := filepath.Join(dataDir, "cluster", "pki")
+	tlsCfg, err := etcd.TLSConfig(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "member.crt"), filepath.Join(dir, "member.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestClusterPartitionReplica(t *testing.T) {
 					to = m
 				}
 			}
-			moveEtcdLeader(t, lab.hosts[3], dataDir, clientURL(from), to.name)
+			moveEtcdLeader(t, from.host, from.dataDir, clientURL(from), to.name)
 			st = waitNetHealthy(t, members[0], 3)
 			time.Sleep(time.Second)
 			preferred = view.current()

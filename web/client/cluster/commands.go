@@ -22,23 +22,29 @@ import (
 var Command = cli.Command{
 	Name:     "cluster",
 	Synopsis: commandSynopsis,
-	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME)",
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME)",
 	Run:      run,
 }
 
-const commandSynopsis = "cluster status|members|remove NAME [flags]"
+const commandSynopsis = "cluster status|members|remove NAME|revoke NAME [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
   status        the etcd leader, how many members are healthy, which server runs the
                 election controller, then the members
   members       every member: name, ID, leader, health, learner, raft index, db size
-  remove NAME   remove a member (a dead device: quorum is then counted without it),
-                by name or, for a learner that never started, by ID; a removed
-                member cannot come back with its old data directory. It needs a
-                quorum: without one it fails within seconds, saying so. Right after
-                the etcd leader's member died, it waits (up to --timeout, saying
-                what it waits for) while the others elect a new leader`
+  remove NAME   remove a member (a dead, retired or stolen device: quorum is then
+                counted without it), by name or, for a learner that never started, by
+                ID. Its certificates stop working on every member's client and peer
+                ports at once, open connections included, and the cluster token is
+                rotated (new joins need the one now in any member's
+                DATA/cluster/token): a copy of its data directory cannot read, write,
+                join or peer. It needs a quorum: without one it fails within seconds,
+                saying so. Right after the etcd leader's member died, it waits (up to
+                --timeout, saying what it waits for) while the others elect a leader
+  revoke NAME   the same for an API-only replica (--replica): its certificate is
+                refused by every member from its next request on, its watches end,
+                and the cluster token is rotated`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
@@ -143,15 +149,22 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		printMembers(stdout, st)
 		printStale(stdout, st)
 		return cli.ExitOK
-	case "remove":
+	case "remove", "revoke":
+		// One operation on the server: a name is a member's or a
+		// replica's (storage/cluster's Membership.Remove).
 		if len(rest) != 2 {
-			return usage("remove takes one member name")
+			return usage(rest[0] + " takes one name")
 		}
-		if err := RemoveWaiting(ctx, c, rest[1], prefixed(stderr, "leasehold cluster: remove "+rest[1]+": ")); err != nil {
-			fmt.Fprintf(stderr, "leasehold cluster: remove %s: %v\n", rest[1], err)
+		if err := RemoveWaiting(ctx, c, rest[1], prefixed(stderr, "leasehold cluster: "+rest[0]+" "+rest[1]+": ")); err != nil {
+			fmt.Fprintf(stderr, "leasehold cluster: %s %s: %v\n", rest[0], rest[1], err)
 			return cli.ExitFailure
 		}
-		fmt.Fprintf(stdout, "removed member %s\n", rest[1])
+		what := "removed member"
+		if rest[0] == "revoke" {
+			what = "revoked replica"
+		}
+		fmt.Fprintf(stdout, "%s %s; its certificates are refused by every member\n"+
+			"the cluster token was rotated: new joins need the one in DATA/cluster/token on any member\n", what, rest[1])
 		return cli.ExitOK
 	default:
 		return usage(fmt.Sprintf("unknown subcommand %q", rest[0]))
