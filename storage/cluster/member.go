@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -154,13 +155,23 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	ec.GRPCAdditionalServerOptions = g.serverOptions()
+	// The public peer port is taken before etcd starts: a member that
+	// cannot have it must fail before its etcd server joins the raft group
+	// and publishes itself (a joiner would otherwise look started, then
+	// vanish).
+	peerLn, err := net.Listen("tcp", cfg.ListenPeer)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: peer port: %w", err)
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
+		peerLn.Close()
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", cfg.Name, err)
 	}
 	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {},
 		learners: &learnerWatch{after: cfg.StaleLearnerAfter, since: map[uint64]time.Time{}}}
-	if m.peers, err = startPeerGate(cfg.ListenPeer, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
+	if m.peers, err = startPeerGate(peerLn, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
+		peerLn.Close()
 		e.Close()
 		return nil, err
 	}

@@ -41,9 +41,10 @@ type peerGate struct {
 	done  bool
 }
 
-// startPeerGate listens on listen and forwards admitted connections to
+// startPeerGate serves the public peer port ln (bound by the caller before
+// etcd starts) and forwards admitted connections to
 // etcd's loopback peer listener at backend.
-func startPeerGate(listen, backend string, paths Paths, g *gate, log *slog.Logger) (*peerGate, error) {
+func startPeerGate(ln net.Listener, backend string, paths Paths, g *gate, log *slog.Logger) (*peerGate, error) {
 	caPEM, err := os.ReadFile(paths.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: peer port: %w", err)
@@ -69,10 +70,6 @@ func startPeerGate(listen, backend string, paths Paths, g *gate, log *slog.Logge
 			}
 			return g.peerAdmitted(cs.PeerCertificates[0])
 		},
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: peer port: %w", err)
 	}
 	pg.ln = tls.NewListener(ln, cfg)
 	g.onRevoke = pg.closeConns
