@@ -4,10 +4,14 @@
 # .ci/run (CI) runs `make test`.
 
 GO        ?= go
-# The version comes from the nearest v* tag (leasehold version prints it).
-VERSION   ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
-DEBVER     = $(patsubst v%,%,$(VERSION))
-LDFLAGS    = -s -w -X main.Version=$(VERSION)
+# The one version (binary, /version and the UI, tarballs, packages) comes
+# from the VERSION file: v0.1.0 on the commit tagged v0.1.0,
+# v0.1.0-dev+<commit> elsewhere (.ci/version). `make dist VERSION=v9.9.9`
+# overrides it.
+VERSION   ?= $(shell bash .ci/version)
+# Tarball and package file times: the commit's, so dist is reproducible.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 946684800)
+LDFLAGS    = -s -w
 DIST      ?= dist
 # The release architectures (GOARCH; arm is built with GOARM=7, Debian armhf).
 ARCHES     = amd64 arm64 arm
@@ -28,7 +32,7 @@ help:
 	@echo "make pkg-test     install, start, upgrade, remove and purge the amd64 .deb in a throwaway Debian root (root; downloads Debian)"
 
 build:
-	GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash .ci/build leasehold
+	GO="$(GO)" LDFLAGS="$(LDFLAGS)" LEASEHOLD_VERSION="$(VERSION)" bash .ci/build leasehold
 
 deps:
 	bash .ci/deps
@@ -55,21 +59,18 @@ LEASEHOLD_FAULT_DURATION ?= 10m
 fault-suite:
 	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition|TestClusterPartitionReplica)$$' ./web/e2e/
 
-# One static binary per architecture, a tarball with the binary, license,
-# README and systemd files, a Debian package built by nfpm, and SHA256SUMS.
+# One static binary per architecture (.ci/build), a tarball with the binary,
+# license, README and systemd files and a Debian package built by nfpm
+# (.ci/package), and SHA256SUMS; two runs on one commit write the same bytes.
 dist:
-	rm -rf $(DIST) && mkdir -p $(DIST)
+	rm -rf $(DIST) && mkdir -p $(DIST)/.bin
 	set -e; for arch in $(ARCHES); do \
-		deb=$$(case $$arch in arm) echo armhf;; *) echo $$arch;; esac); \
-		name=leasehold-$(VERSION)-linux-$$deb; \
-		mkdir -p $(DIST)/$$name; \
-		GOOS=linux GOARCH=$$arch GOARM=7 GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash .ci/build $(DIST)/$$name/leasehold ; \
-		cp docs/LICENSE README.md .ci/dist/leasehold.service .ci/dist/leasehold.env $(DIST)/$$name/; \
-		tar -C $(DIST) --owner=0 --group=0 --mtime='2000-01-01 00:00Z' --sort=name -czf $(DIST)/$$name.tar.gz $$name; \
-		(cd .ci/dist && $(GO) run . -arch $$arch -version $(VERSION) -binary ../../$(DIST)/$$name/leasehold \
-			-out ../../$(DIST)/leasehold_$(DEBVER)_$$deb.deb); \
-		rm -rf $(DIST)/$$name; \
+		GOOS=linux GOARCH=$$arch GOARM=7 GO="$(GO)" LDFLAGS="$(LDFLAGS)" LEASEHOLD_VERSION="$(VERSION)" \
+			bash .ci/build $(DIST)/.bin/leasehold-$$arch; \
+		GO="$(GO)" LEASEHOLD_VERSION="$(VERSION)" SOURCE_DATE_EPOCH="$(SOURCE_DATE_EPOCH)" \
+			bash .ci/package $$arch $(DIST)/.bin/leasehold-$$arch $(DIST); \
 	done
+	rm -rf $(DIST)/.bin
 	cd $(DIST) && sha256sum *.tar.gz *.deb > SHA256SUMS
 	bash .ci/verify-dist $(DIST)
 

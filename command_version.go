@@ -4,16 +4,60 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
+	"strings"
 
 	"github.com/leasehold/leasehold/internal/cli"
 )
 
-// Version is leasehold's own version, set at build time with
-// -ldflags "-X main.Version=v0.1.0".
-var Version = "v0.1.0-dev"
+// versionFile is the VERSION file at the repository's root: the release
+// being worked toward, the one source of every version string (.ci/version).
+//
+//go:embed VERSION
+var versionFile string
+
+// Version is leasehold's own version. .ci/build (the Dockerfile, make build,
+// make dist) sets it with -ldflags "-X main.Version=$(.ci/version)": v0.1.0
+// for a tagged release, v0.1.0-dev+1a2b3c4 otherwise. A plain go build or
+// go run leaves it empty and init derives the same development form from
+// VERSION and the commit Go stamps into the binary.
+var Version string
+
+func init() {
+	if Version == "" {
+		Version = devVersion(versionFile, debug.ReadBuildInfo)
+	}
+}
+
+// devVersion is .ci/version's form for a build that is not a tagged release:
+// VERSION-dev, plus +<short commit> (and .dirty) when the build carries its
+// VCS settings.
+func devVersion(file string, readBuildInfo func() (*debug.BuildInfo, bool)) string {
+	v := strings.TrimSpace(file) + "-dev"
+	bi, ok := readBuildInfo()
+	if !ok {
+		return v
+	}
+	rev, dirty := "", ""
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ".dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	return v + "+" + rev[:min(7, len(rev))] + dirty
+}
 
 // The Kubernetes release whose coordination.k8s.io API leasehold implements;
 // /version reports it, as kubectl and client-go expect a kube-apiserver to.

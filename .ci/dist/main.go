@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goreleaser/nfpm/v2"
 	_ "github.com/goreleaser/nfpm/v2/deb" // registers the "deb" packager
@@ -74,6 +76,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every file, header and control member gets one time, never the
+	// build's clock or the checkout's file times: two runs on one commit
+	// write the same bytes (.ci/package passes the commit's time).
+	if info.MTime, err = sourceDate(); err != nil {
+		return err
+	}
 	info = nfpm.WithDefaults(info)
 	if err := nfpm.PrepareForPackager(info, "deb"); err != nil {
 		return err
@@ -99,6 +107,20 @@ func run(args []string) error {
 	}
 	fmt.Printf("wrote %s (%s %s)\n", *out, info.Arch, strings.TrimPrefix(*version, "v"))
 	return nil
+}
+
+// sourceDate is SOURCE_DATE_EPOCH (reproducible-builds.org), or 2000-01-01
+// when it is unset.
+func sourceDate() (time.Time, error) {
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), nil
+	}
+	sec, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q: %w", epoch, err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
 }
 
 // defaultConfig is nfpm.yaml beside this source file when run with
