@@ -83,6 +83,11 @@ type Controller struct {
 	// beforeMove, set only by tests, runs just before the write that
 	// moves an unconfirmed grant: the point a holder's confirmation races.
 	beforeMove func()
+	// quickAckFloor is quickAckFloor (liveness.go) unless a test sets it
+	// before Run: a test whose better candidate is alive but, on a loaded
+	// machine, may answer well over 100 ms after a worse one waits on a
+	// duration it can rely on instead.
+	quickAckFloor time.Duration
 
 	leasesSynced, candsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
@@ -98,21 +103,22 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		opts:      opts,
-		e:         opts.Engine,
-		h:         opts.History,
-		log:       opts.Logger,
-		now:       opts.Now,
-		leases:    map[leaseKey]*leaseEntry{},
-		cands:     map[leaseKey]map[string]*candEntry{},
-		memos:     map[leaseKey]*memo{},
-		deleted:   map[leaseKey]bool{},
-		unfetched: map[leaseKey]struct{}{},
-		fetching:  map[leaseKey]int64{},
-		dirty:     map[leaseKey]struct{}{},
-		due:       map[leaseKey]time.Time{},
-		wake:      make(chan struct{}, 1),
-		backoff:   newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
+		opts:          opts,
+		e:             opts.Engine,
+		h:             opts.History,
+		log:           opts.Logger,
+		now:           opts.Now,
+		quickAckFloor: quickAckFloor,
+		leases:        map[leaseKey]*leaseEntry{},
+		cands:         map[leaseKey]map[string]*candEntry{},
+		memos:         map[leaseKey]*memo{},
+		deleted:       map[leaseKey]bool{},
+		unfetched:     map[leaseKey]struct{}{},
+		fetching:      map[leaseKey]int64{},
+		dirty:         map[leaseKey]struct{}{},
+		due:           map[leaseKey]time.Time{},
+		wake:          make(chan struct{}, 1),
+		backoff:       newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
 	cr, ok2 := c.e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
