@@ -143,7 +143,10 @@ func TestPingWithoutAckIsNotGranted(t *testing.T) {
 
 func TestPreemptionAndHandover(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, fastOptions())
+	// When b steps down, both are pinged for the vacant lease: a is
+	// awaited even when b answers first (else b may be granted again,
+	// confirm, and be asked to step down a second time).
+	env := newPatientEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	b.elect.Store(true)
 	env.run()

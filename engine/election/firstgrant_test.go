@@ -71,7 +71,9 @@ func TestUnconfirmedGrantMoves(t *testing.T) {
 // candidate gets the lease only through preferredHolder, never by a move.
 func TestConfirmedGrantIsHandedOver(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, fastOptions())
+	// better is awaited in the round after worse stepped down, even when
+	// worse answers first (see TestPreemptionAndHandover).
+	env := newPatientEnv(t, fastOptions())
 	worse := env.join("worse", "kcm", "1.31.0", "1.31.0")
 	worse.elect.Store(true)
 	env.run()
@@ -171,7 +173,9 @@ func TestFirstGrantWaitsForPingRound(t *testing.T) {
 		t.Run(vacancy, func(t *testing.T) {
 			opts := slowGrants()
 			opts.FirstGrantWait = 2 * time.Second
-			env := newEnv(t, opts)
+			// better, pinged as soon as it is seen, is awaited until it
+			// answers even if it registers late in the window.
+			env := newPatientEnv(t, opts)
 			if vacancy == "expired" {
 				// Held by a holder that is gone, under a coordinated
 				// strategy, before any candidate exists.
