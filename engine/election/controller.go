@@ -72,6 +72,10 @@ type Controller struct {
 	dirty map[leaseKey]struct{}
 	due   map[leaseKey]time.Time
 	wake  chan struct{}
+	// working is how many leases the worker took and has not finished
+	// reconciling: with nothing dirty either, every decision on what the
+	// controller has seen so far is written and recorded (idle).
+	working int
 
 	// backoff holds strategy modules that failed recently.
 	backoff *moduleBackoff
@@ -205,6 +209,7 @@ func (c *Controller) runWorker(ctx context.Context) {
 			}
 			next := c.reconcile(ctx, k)
 			c.mu.Lock()
+			c.working--
 			if next.IsZero() {
 				delete(c.due, k)
 			} else {
@@ -270,5 +275,15 @@ func (c *Controller) takeDue() []leaseKey {
 		}
 		return keys[i].name < keys[j].name
 	})
+	c.working = len(keys)
 	return keys
+}
+
+// idle reports that the worker has reconciled every lease marked so far
+// and is between batches: each write it decided on is recorded by then.
+// Tests wait for it instead of for a quiet spell of the history.
+func (c *Controller) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.working == 0 && len(c.dirty) == 0
 }

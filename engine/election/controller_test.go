@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -402,7 +403,18 @@ func TestGarbageCollection(t *testing.T) {
 	if _, _, err := env.e.Delete(ctx, env.leases, "kcm", &metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	env.eventually(2*time.Second, "history deleted with the lease", func() bool { return len(env.decisions("kcm")) == 0 })
+	var left []history.DecisionRecord
+	deadline := time.Now().Add(waitSlack * 2 * time.Second)
+	for left = env.decisions("kcm"); len(left) > 0; left = env.decisions("kcm") {
+		if time.Now().After(deadline) {
+			var recs []string
+			for _, r := range left {
+				recs = append(recs, fmt.Sprintf("#%d %s %s %s->%s %q (%s)", r.Seq, r.Time.Format(time.StampMicro), r.Action, r.Holder, r.Chosen, r.Reason, r.Outcome))
+			}
+			t.Fatalf("history not deleted with the lease after %v; left: %s", waitSlack*2*time.Second, strings.Join(recs, "; "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestInjectedClockCandidateValidity runs with the default 30 min

@@ -224,22 +224,22 @@ func (env *testEnv) preferred(name string) string {
 	return ""
 }
 
-// settledDecisions waits until the lease has a decision history that has
-// stopped growing: the controller records a decision just after the write
-// it decided on, so a test that saw the write may not see the record yet.
+// settledDecisions waits until the lease has a decision history and the
+// controller is idle: it records a decision just after the write it
+// decided on, so a test that saw the write may not see the record yet,
+// but will once the worker finished that reconcile. (A quiet spell of the
+// history is no proof: under load the record can come 50 ms late.)
 func (env *testEnv) settledDecisions(name string) []history.DecisionRecord {
 	env.t.Helper()
-	var prev []history.DecisionRecord
-	env.eventually(3*time.Second, "decision history of "+name, func() bool {
-		recs := env.decisions(name)
-		settled := len(recs) > 0 && len(recs) == len(prev)
-		prev = recs
-		if !settled {
-			time.Sleep(50 * time.Millisecond)
+	var recs []history.DecisionRecord
+	env.eventually(3*time.Second, "the controller idle with a decision history of "+name, func() bool {
+		if !env.c.idle() {
+			return false
 		}
-		return settled
+		recs = env.decisions(name)
+		return len(recs) > 0
 	})
-	return prev
+	return recs
 }
 
 func (env *testEnv) decisions(name string) []history.DecisionRecord {
