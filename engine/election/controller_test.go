@@ -215,6 +215,10 @@ func TestStalePreferredHolderCleared(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
+	// b stops renewing while asked to step down: its lease must outlast
+	// the rest of the test, or it expires on a loaded machine and the
+	// re-grant, not the stale-preferredHolder rule, clears the field.
+	b.leaseDur = 60
 	b.elect.Store(true)
 	b.noRelease.Store(true)
 	env.run()
