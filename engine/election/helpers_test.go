@@ -1,6 +1,7 @@
 package election
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -71,10 +72,20 @@ func newPatientEnv(t testing.TB, opts Options) *testEnv {
 func newEnv(t testing.TB, opts Options) *testEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The controller's log goes with the test's output when it fails
+	// (registered first, this cleanup runs last, after the controller
+	// stopped), so that a failure in CI says what the controller did.
+	logs := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the controller's log:\n%s", logs.String())
+		}
+	})
+	var w io.Writer = logs
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w = testWriter{t}
 	}
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "db"), boltdb.Options{Logger: log})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -119,6 +130,24 @@ func (env *testEnv) run() {
 }
 
 type testWriter struct{ t testing.TB }
+
+// logBuffer keeps a test's log for its failure report.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
