@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/abi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -570,4 +571,48 @@ func (b broken) Decide(ctx context.Context, in *abi.Input) (*abi.Decision, error
 	}
 	<-ctx.Done()
 	return &abi.Decision{Action: abi.ActionKeep}, nil
+}
+
+// TestHandOverWriteOutlastsRenewals: the preferredHolder write is made on
+// the cached lease, which a holder renewing faster than a reconcile (on a
+// busy device) has always renewed since: it is applied again to the lease
+// as renewed, keeping the renewal. A change of term meanwhile (another
+// holder) still fails it, for a fresh decision.
+func TestHandOverWriteOutlastsRenewals(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, fastOptions())
+	ctx := context.Background()
+	k := leaseKey{testNS, "kcm"}
+	st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
+	holder, dur := "b", int32(30)
+	rt := metav1.NewMicroTime(time.Now())
+	env.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kcm"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &rt, AcquireTime: &rt, Strategy: &st}})
+	cached := env.lease("kcm") // as the cache holds it: read back
+	view := func(l *coordinationv1.Lease) leaseView {
+		return viewLease(&leaseEntry{obj: l, renewSeen: time.Now()}, time.Now())
+	}
+
+	env.updateLease("kcm", func(l *coordinationv1.Lease) {
+		now := metav1.NewMicroTime(time.Now().Add(time.Second))
+		l.Spec.RenewTime = &now
+	})
+	renewed := env.lease("kcm")
+	if err := env.c.setPreferred(ctx, k, view(cached), "a", abi.BuiltinStrategy); err != nil {
+		t.Fatalf("preferredHolder on a lease renewed since it was cached: %v", err)
+	}
+	l := env.lease("kcm")
+	if derefStr(l.Spec.PreferredHolder) != "a" || !microEqual(l.Spec.RenewTime, renewed.Spec.RenewTime) {
+		t.Fatalf("lease = %+v, want preferredHolder a and the renewal kept", l.Spec)
+	}
+
+	other := "c"
+	env.updateLease("kcm", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity, l.Spec.PreferredHolder = &other, nil })
+	err := env.c.setPreferred(ctx, k, view(l), "a", abi.BuiltinStrategy)
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("preferredHolder on a lease another holder took since: %v, want a conflict", err)
+	}
+	if l := env.lease("kcm"); l.Spec.PreferredHolder != nil || derefStr(l.Spec.HolderIdentity) != "c" {
+		t.Errorf("lease = %+v, want c's term untouched", l.Spec)
+	}
 }
