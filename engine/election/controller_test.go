@@ -219,7 +219,7 @@ func TestStalePreferredHolderCleared(t *testing.T) {
 	// b stops renewing while asked to step down: its lease must outlast
 	// the rest of the test, or it expires on a loaded machine and the
 	// re-grant, not the stale-preferredHolder rule, clears the field.
-	b.leaseDur = 60
+	b.leaseDur.Store(60)
 	b.elect.Store(true)
 	b.noRelease.Store(true)
 	env.run()

@@ -313,7 +313,7 @@ type member struct {
 	elect                   atomic.Bool // renews the lease when holder
 	noRelease               atomic.Bool // keeps the lease when asked to step down
 	leading                 atomic.Bool
-	leaseDur                int32
+	leaseDur                atomic.Int32 // leaseDurationSeconds of its renewals
 	cancel                  context.CancelFunc
 	wg                      sync.WaitGroup
 	mu                      sync.Mutex
@@ -329,7 +329,8 @@ func (env *testEnv) join(name, lease, emu, bin string) *member {
 
 func (env *testEnv) joinWith(name, lease, emu, bin, strategy string) *member {
 	env.t.Helper()
-	m := &member{env: env, name: name, lease: lease, emu: emu, bin: bin, strategy: strategy, leaseDur: 2}
+	m := &member{env: env, name: name, lease: lease, emu: emu, bin: bin, strategy: strategy}
+	m.leaseDur.Store(2)
 	m.ack.Store(true)
 	now := metav1.NewMicroTime(time.Now())
 	lc := &coordinationv1beta1.LeaseCandidate{
@@ -441,7 +442,8 @@ func (m *member) tryRenew(ctx context.Context) {
 		return
 	}
 	rt := metav1.NewMicroTime(now)
-	s.RenewTime, s.LeaseDurationSeconds = &rt, &m.leaseDur
+	dur := m.leaseDur.Load()
+	s.RenewTime, s.LeaseDurationSeconds = &rt, &dur
 	if _, _, err := m.env.e.Update(ctx, m.env.leases, m.lease, l, &metav1.UpdateOptions{}); err == nil {
 		m.leading.Store(true)
 		m.renewedOnce.Add(1)
