@@ -258,6 +258,8 @@ var allowedDirectDeps = map[string]bool{
 	"github.com/VictoriaMetrics/metrics":   true, // web/metrics: /metrics in the Prometheus text format
 	"github.com/prometheus/common":         true, // e2e tests only: Prometheus' own parser reads /metrics
 	"github.com/anishathalye/porcupine":    true, // e2e tests only: linearizability of a lease's history on a cluster
+	"k8s.io/klog/v2":                       true, // e2e tests only: client-go's log, discarded there unless -v
+	"github.com/go-logr/logr":              true, // e2e tests only: the discarding logger klog is given
 	"github.com/google/gnostic-models":     true, // web/apiserver: /openapi/v2 as protobuf
 	"google.golang.org/protobuf":           true, // web/apiserver: /openapi/v2 as protobuf (proto.Marshal)
 }

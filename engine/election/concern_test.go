@@ -99,8 +99,13 @@ func TestPlainLeasesNotCached(t *testing.T) {
 // known it, whether the lease is vacant or held by a plain elector.
 func TestCandidateForPlainLease(t *testing.T) {
 	t.Parallel()
+	// The grant outlasts each test: assertKnewLease counts one grant and
+	// reads its record last, which an expiry (a nobody renews it) and a
+	// re-grant on a slow machine would not leave so.
+	opts := fastOptions()
+	opts.GrantDuration = time.Minute
 	t.Run("released", func(t *testing.T) {
-		env := newEnv(t, fastOptions())
+		env := newEnv(t, opts)
 		l := plainLease("kcm", "", time.Now())
 		two := int32(2)
 		l.Spec.LeaseTransitions = &two
@@ -120,7 +125,7 @@ func TestCandidateForPlainLease(t *testing.T) {
 		assertKnewLease(t, env, abi.ReasonHolderReleased)
 	})
 	t.Run("held", func(t *testing.T) {
-		env := newEnv(t, fastOptions())
+		env := newEnv(t, opts)
 		ctx := context.Background()
 		held := plainLease("kcm", "someone", time.Now())
 		// Renewed every 200 ms: 3 s leaves a starved renewer room before

@@ -72,6 +72,10 @@ type Controller struct {
 	dirty map[leaseKey]struct{}
 	due   map[leaseKey]time.Time
 	wake  chan struct{}
+	// working is how many leases the worker took and has not finished
+	// reconciling: with nothing dirty either, every decision on what the
+	// controller has seen so far is written and recorded (idle).
+	working int
 
 	// backoff holds strategy modules that failed recently.
 	backoff *moduleBackoff
@@ -83,6 +87,11 @@ type Controller struct {
 	// beforeMove, set only by tests, runs just before the write that
 	// moves an unconfirmed grant: the point a holder's confirmation races.
 	beforeMove func()
+	// quickAckFloor is quickAckFloor (liveness.go) unless a test sets it
+	// before Run: a test whose better candidate is alive but, on a loaded
+	// machine, may answer well over 100 ms after a worse one waits on a
+	// duration it can rely on instead.
+	quickAckFloor time.Duration
 
 	leasesSynced, candsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
@@ -98,21 +107,22 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		opts:      opts,
-		e:         opts.Engine,
-		h:         opts.History,
-		log:       opts.Logger,
-		now:       opts.Now,
-		leases:    map[leaseKey]*leaseEntry{},
-		cands:     map[leaseKey]map[string]*candEntry{},
-		memos:     map[leaseKey]*memo{},
-		deleted:   map[leaseKey]bool{},
-		unfetched: map[leaseKey]struct{}{},
-		fetching:  map[leaseKey]int64{},
-		dirty:     map[leaseKey]struct{}{},
-		due:       map[leaseKey]time.Time{},
-		wake:      make(chan struct{}, 1),
-		backoff:   newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
+		opts:          opts,
+		e:             opts.Engine,
+		h:             opts.History,
+		log:           opts.Logger,
+		now:           opts.Now,
+		quickAckFloor: quickAckFloor,
+		leases:        map[leaseKey]*leaseEntry{},
+		cands:         map[leaseKey]map[string]*candEntry{},
+		memos:         map[leaseKey]*memo{},
+		deleted:       map[leaseKey]bool{},
+		unfetched:     map[leaseKey]struct{}{},
+		fetching:      map[leaseKey]int64{},
+		dirty:         map[leaseKey]struct{}{},
+		due:           map[leaseKey]time.Time{},
+		wake:          make(chan struct{}, 1),
+		backoff:       newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
 	cr, ok2 := c.e.ResourceFor(engine.GroupName, "v1beta1", "leasecandidates")
@@ -197,6 +207,7 @@ func (c *Controller) runWorker(ctx context.Context) {
 			}
 			next := c.reconcile(ctx, k)
 			c.mu.Lock()
+			c.working--
 			if next.IsZero() {
 				delete(c.due, k)
 			} else {
@@ -262,5 +273,15 @@ func (c *Controller) takeDue() []leaseKey {
 		}
 		return keys[i].name < keys[j].name
 	})
+	c.working = len(keys)
 	return keys
+}
+
+// idle reports that the worker has reconciled every lease marked so far
+// and is between batches: each write it decided on is recorded by then.
+// Tests wait for it instead of for a quiet spell of the history.
+func (c *Controller) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.working == 0 && len(c.dirty) == 0
 }

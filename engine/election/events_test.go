@@ -46,7 +46,8 @@ func hasEvent(lines []string, prefix string) bool {
 // better candidate and its grant, each leave an Event on the lease.
 func TestEventsTellElectedAndHandedOver(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, fastOptions())
+	// a is awaited when b steps down, as in TestPreemptionAndHandover.
+	env := newPatientEnv(t, fastOptions())
 	b := env.join("b", "kcm", "1.31.0", "1.31.0")
 	b.elect.Store(true)
 	env.run()

@@ -23,7 +23,7 @@ func failoverOnce(b *testing.B) time.Duration {
 	var ms []*member
 	for _, v := range []struct{ name, emu string }{{"a", "1.30.0"}, {"b", "1.31.0"}, {"c", "1.32.0"}} {
 		m := env.join(v.name, "kcm", v.emu, "1.32.0")
-		m.leaseDur = 4
+		m.leaseDur.Store(4)
 		m.elect.Store(true)
 		ms = append(ms, m)
 	}

@@ -104,7 +104,7 @@ func (c *Controller) planFor(ranking []string, cands map[string]*candEntry, limi
 		e := cands[name]
 		w := wait
 		if quick && fastest >= 0 {
-			w = min(w, max(2*fastest, quickAckFloor))
+			w = min(w, max(2*fastest, c.quickAckFloor))
 		}
 		switch c.state(e, now) {
 		case stAcked:

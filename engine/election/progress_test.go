@@ -159,7 +159,11 @@ func TestExclusiveRankingIsNotAStall(t *testing.T) {
 	t.Parallel()
 	opts := fastOptions()
 	opts.Registry = NewStaticRegistry(NativeOldest, exclusive{})
-	env := newEnv(t, opts)
+	// chosen is awaited until it answers: a ranked candidate that has
+	// not answered within GrantAckWait (300 ms would do on an idle
+	// machine, not under load) is no progress, and then the candidates
+	// the ranking left out are probed, rightly.
+	env := newPatientEnv(t, opts)
 	name := exclusive{}.Name()
 	other := env.joinWith("other", "kcm", "1.29.0", "1.29.0", name)
 	chosen := env.joinWith("chosen", "kcm", "1.31.0", "1.31.0", name)

@@ -41,6 +41,10 @@ func TestRenewalsReuseTheDecision(t *testing.T) {
 	opts.Registry = NewStaticRegistry(NativeOldest, strat)
 	env := newEnv(t, opts)
 	a := env.joinWith("a", "kcm", "1.30.0", "1.31.0", strat.name)
+	// Renewals that keep the lease live through a starved second or two
+	// (the race detector beside 2 CPU burners): with 2 s, a gap between
+	// two of them let it expire, and that is a fresh decision.
+	a.leaseDur.Store(60)
 	a.elect.Store(true)
 	env.run()
 	env.eventually(3*time.Second, "a leads", a.leading.Load)
@@ -78,6 +82,10 @@ func TestRenewalsReuseTheDecision(t *testing.T) {
 	env.eventually(2*time.Second, "decision after Resync", func() bool { return strat.calls.Load() > calls })
 
 	// Expiry still fires: a stops renewing, the lease is re-granted.
+	a.leaseDur.Store(1)
+	env.eventually(2*time.Second, "a renewal for 1 s", func() bool {
+		return derefI32(env.lease("kcm").Spec.LeaseDurationSeconds) == 1
+	})
 	calls, grants := strat.calls.Load(), env.c.Stats().Grants
 	a.elect.Store(false)
 	env.eventually(4*time.Second, "expired lease re-granted", func() bool { return env.c.Stats().Grants > grants })

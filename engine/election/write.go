@@ -71,21 +71,72 @@ func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target
 // touches holderIdentity: a live lease is only ever handed over by its
 // holder releasing it or letting it expire.
 func (c *Controller) setPreferred(ctx context.Context, k leaseKey, lv leaseView, target, strategy string) error {
-	l := lv.obj.DeepCopy()
-	l.Spec.PreferredHolder = &target
-	if l.Spec.Strategy == nil || *l.Spec.Strategy == "" {
-		st := coordinationv1.CoordinatedLeaseStrategy(strategy)
-		l.Spec.Strategy = &st
-	}
-	return c.writeLease(ctx, k, l, false)
+	return c.updateTerm(ctx, k, lv, func(l *coordinationv1.Lease) {
+		l.Spec.PreferredHolder = &target
+		if l.Spec.Strategy == nil || *l.Spec.Strategy == "" {
+			st := coordinationv1.CoordinatedLeaseStrategy(strategy)
+			l.Spec.Strategy = &st
+		}
+	})
 }
 
 // clearPreferred removes a stale or obsolete preferredHolder (upstream
 // leaves it, and the lease stalls: kubernetes#138066).
 func (c *Controller) clearPreferred(ctx context.Context, k leaseKey, lv leaseView) error {
+	return c.updateTerm(ctx, k, lv, func(l *coordinationv1.Lease) { l.Spec.PreferredHolder = nil })
+}
+
+// termWriteTries bounds updateTerm's writes.
+const termWriteTries = 3
+
+// updateTerm writes change to a live lease without changing its holder.
+// The write is at the cached resourceVersion, and the holder renews
+// meanwhile: one that renews more often than a reconcile takes (a busy
+// device) would win every compare-and-swap, and the hand-over would never
+// be written. A renewal changes nothing the decision depends on, so on a
+// conflict the change is applied again at once to the lease as re-read,
+// while that is still the term decided on (same object, holder,
+// preferredHolder, strategy, acquireTime and transitions); any other
+// change goes back to a fresh decision, as before.
+func (c *Controller) updateTerm(ctx context.Context, k leaseKey, lv leaseView, change func(*coordinationv1.Lease)) error {
 	l := lv.obj.DeepCopy()
-	l.Spec.PreferredHolder = nil
-	return c.writeLease(ctx, k, l, false)
+	for try := 1; ; try++ {
+		change(l)
+		err := c.writeLease(ctx, k, l, false)
+		if err == nil || !apierrors.IsConflict(err) || try == termWriteTries {
+			return err
+		}
+		sc := c.leaseScope
+		sc.Namespace = k.ns
+		o, gerr := c.e.Get(ctx, sc, k.name, &metav1.GetOptions{})
+		cur, ok := o.(*coordinationv1.Lease)
+		if gerr != nil || !ok || !sameTerm(cur, lv.obj) {
+			return err
+		}
+		l = cur.DeepCopy()
+	}
+}
+
+// sameTerm reports whether b is a as its holder renewed it, at most.
+func sameTerm(a, b *coordinationv1.Lease) bool {
+	as, bs := &a.Spec, &b.Spec
+	return a.UID == b.UID && derefStr(as.HolderIdentity) == derefStr(bs.HolderIdentity) &&
+		derefStr(as.PreferredHolder) == derefStr(bs.PreferredHolder) &&
+		ptrEqual(as.Strategy, bs.Strategy) && microRFC3339OrEmpty(as.AcquireTime) == microRFC3339OrEmpty(bs.AcquireTime) &&
+		derefI32(as.LeaseTransitions) == derefI32(bs.LeaseTransitions)
+}
+
+// microRFC3339OrEmpty is t as stored (microseconds): a write's result
+// may carry the nanoseconds it was written with.
+func microRFC3339OrEmpty(t *metav1.MicroTime) string {
+	if t == nil {
+		return ""
+	}
+	return microRFC3339(t.Time)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // writeLease creates or updates (optimistically, at the cached

@@ -18,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 )
 
 // The leasehold binary under test, built once per test process.
@@ -40,8 +43,17 @@ var (
 // otherwise: they spend most of their time waiting on the servers and
 // clients they start as processes, which the default (GOMAXPROCS, 2 on
 // the CI machine) does not count.
+//
+// client-go logs through klog straight to stderr (reflectors retrying a
+// watch against a server a test stopped, leader election's progress),
+// from every parallel test at once and outside any test's output: in a
+// failed run it buries the failures, and CI shows only the tail. So klog
+// is discarded, unless -v asks for everything.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if !testing.Verbose() {
+		klog.SetLogger(logr.Discard())
+	}
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {
