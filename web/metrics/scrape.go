@@ -123,6 +123,7 @@ func writeElection(w io.Writer, e election.Stats) {
 		{"abstentions", "Leases left alone: unknown strategy or an abstaining one.", e.Abstentions},
 		{"write_errors", "Failed lease or candidate writes by the controller.", e.WriteErrors},
 		{"candidates_collected", "Stale LeaseCandidates deleted.", e.CandidatesCollected},
+		{"backed_off", "Strategy calls skipped because the module was within its failure backoff (the fallback decided instead).", e.BackedOff},
 	} {
 		name := "leasehold_election_" + c.name + "_total"
 		help(w, name, "counter", c.text+" Since this replica's controller started.")
