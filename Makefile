@@ -64,7 +64,7 @@ dist:
 		name=leasehold-$(VERSION)-linux-$$deb; \
 		mkdir -p $(DIST)/$$name; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags="$(LDFLAGS)" -o $(DIST)/$$name/leasehold . ; \
-		cp docs/LICENSE README.md .ci/dist/leasehold.service .ci/dist/leasehold.env $(DIST)/$$name/; \
+		cp -r docs/LICENSE README.md .ci/dist/leasehold.service .ci/dist/leasehold.env docs/monitoring $(DIST)/$$name/; \
 		tar -C $(DIST) --owner=0 --group=0 --mtime='2000-01-01 00:00Z' --sort=name -czf $(DIST)/$$name.tar.gz $$name; \
 		(cd .ci/dist && $(GO) run . -arch $$arch -version $(VERSION) -binary ../../$(DIST)/$$name/leasehold \
 			-out ../../$(DIST)/leasehold_$(DEBVER)_$$deb.deb); \
