@@ -3,6 +3,8 @@ package web
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"time"
 
@@ -69,6 +71,12 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 	if st := opts.UI.Storage; st != nil {
 		src.Storage = st
 	}
+	if l, ok := opts.Cluster.(interface{ HasLeader() bool }); ok {
+		src.RaftLeader = l.HasLeader
+	}
+	if certs := presentedCertificates(opts.TLS); len(certs) > 0 {
+		src.Certificates = func() []metrics.Certificate { return certs }
+	}
 	if mods := opts.UI.Modules; mods != nil {
 		src.Plugins = func() []metrics.Plugin {
 			list := mods()
@@ -81,6 +89,30 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 		}
 	}
 	return src
+}
+
+// presentedCertificates lists the certificates of the TLS configuration:
+// each serving certificate and the chain sent with it. The configuration
+// is fixed at start, so the list is read once.
+func presentedCertificates(cfg *tls.Config) []metrics.Certificate {
+	if cfg == nil {
+		return nil
+	}
+	var out []metrics.Certificate
+	for _, c := range cfg.Certificates {
+		for i, der := range c.Certificate {
+			x, err := x509.ParseCertificate(der)
+			if err != nil {
+				continue // tls.LoadX509KeyPair parsed it already
+			}
+			use := "serving"
+			if i > 0 {
+				use = "serving-chain"
+			}
+			out = append(out, metrics.Certificate{Use: use, Subject: x.Subject.CommonName, Serial: x.SerialNumber.Text(16), NotAfter: x.NotAfter})
+		}
+	}
+	return out
 }
 
 // listLeases reads every Lease from the engine's in-memory state.

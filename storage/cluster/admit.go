@@ -51,6 +51,10 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	return st, nil
 }
 
+// HasLeader reports whether this member knows a raft leader now (for
+// /metrics).
+func (s *Membership) HasLeader() bool { return s.m.HasLeader() }
+
 // Remove removes the member called name; its errors match
 // clusterapi.ErrNoSuchMember and ErrNoQuorum (Member.Remove).
 func (s *Membership) Remove(ctx context.Context, name string) error {

@@ -41,6 +41,10 @@ func fullScrape(t *testing.T) string {
 		Plugins:     func() []Plugin { return []Plugin{{Name: "p", Calls: 1}} },
 		Undecodable: func() engine.UndecodableStats { return engine.UndecodableStats{} },
 		Watches:     func() engine.WatchStats { return engine.WatchStats{} },
+		RaftLeader:  func() bool { return true },
+		Certificates: func() []Certificate {
+			return []Certificate{{Use: "serving", Subject: "s", Serial: "1", NotAfter: time.Unix(2000000000, 0)}}
+		},
 	})
 	var b bytes.Buffer
 	r.WritePrometheus(context.Background(), &b)
