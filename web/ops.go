@@ -44,7 +44,7 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 	}
 	rc.SetContentType("application/octet-stream")
 	rc.Response.Header.Set("Content-Disposition", `attachment; filename="leasehold.db"`)
-	backup, log, streams := s.backup, s.log, s.streams
+	backup, log, streams, reg := s.backup, s.log, s.streams, s.metrics
 	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
 		n, err := backup(streams, w)
 		if err == nil {
@@ -54,6 +54,7 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 			log.Error("Backup stream failed", slog.Int64("bytes", n), slog.String("err", err.Error()))
 			return
 		}
+		reg.ObserveBackup(time.Now())
 		log.Info("Served a backup", slog.Int64("bytes", n))
 	})
 }

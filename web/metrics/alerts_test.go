@@ -30,6 +30,7 @@ func fullScrape(t *testing.T) string {
 	r.SetPerLease(true)
 	r.ObserveRequest(RequestLabels{Verb: "GET", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Code: 200}, time.Millisecond)
 	r.ObserveCommit(time.Millisecond, 1, nil)
+	r.ObserveBackup(time.Unix(2000000000, 0))
 	r.SetSources(Sources{
 		Leases: func(context.Context) ([]Lease, error) {
 			return []Lease{{Namespace: "ns", Name: "l", Holder: "h", RenewTime: time.Unix(100, 0), LeaseDurationSeconds: 10, Transitions: 1}}, nil
