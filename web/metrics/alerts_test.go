@@ -84,7 +84,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	run("check", "rules", "leasehold-alerts.yml")
-	run("test", "rules", "leasehold-alerts_test.yml")
+	run("test", "rules", "leasehold-alerts_test.yml", "leasehold-alerts_backup_test.yml")
 
 	have := exported(fullScrape(t))
 	for _, file := range []string{"leasehold-alerts.yml", "leasehold-dashboard.json"} {
