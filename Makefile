@@ -61,7 +61,8 @@ fault-suite:
 
 # One static binary per architecture (.ci/build), a tarball with the binary,
 # license, README and systemd files and a Debian package built by nfpm
-# (.ci/package), and SHA256SUMS; two runs on one commit write the same bytes.
+# (.ci/package; both with the monitoring rules and dashboard), and
+# SHA256SUMS; two runs on one commit write the same bytes.
 dist:
 	rm -rf $(DIST) && mkdir -p $(DIST)/.bin
 	set -e; for arch in $(ARCHES); do \

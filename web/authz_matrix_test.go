@@ -169,3 +169,31 @@ func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies aut
 	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + ln.Addr().String(), hist
 }
+
+// TestBackupMetric: a backup served in full sets
+// leasehold_backup_last_success_timestamp_seconds (the backup-age alert's
+// series); before any, the series is absent rather than 0.
+func TestBackupMetric(t *testing.T) {
+	reg := metrics.New()
+	tokens := []auth.TokenEntry{{Token: "token-admin", User: auth.User{Name: "admin"}}}
+	base, _ := startAuthorizingServer(t, tokens, matrixPolicies, reg)
+	admin := "Authorization: Bearer token-admin"
+	const name = "leasehold_backup_last_success_timestamp_seconds"
+	if r := do(t, "GET", base+"/metrics", "", admin); r.code != 200 || strings.Contains(r.body, name) {
+		t.Fatalf("before any backup: /metrics %d, carries %s: %t", r.code, name, strings.Contains(r.body, name))
+	}
+	before := time.Now().Unix()
+	if r := do(t, "GET", base+"/leasehold/v1/backup", "", admin); r.code != 200 || len(r.body) == 0 {
+		t.Fatalf("backup: %d, %d bytes", r.code, len(r.body))
+	}
+	r := do(t, "GET", base+"/metrics", "", admin)
+	var at int64
+	for line := range strings.SplitSeq(r.body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			fmt.Sscan(v, &at)
+		}
+	}
+	if at < before || at > time.Now().Unix() {
+		t.Errorf("after a backup: %s = %d, want the time of the backup (between %d and now)", name, at, before)
+	}
+}

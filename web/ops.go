@@ -3,6 +3,8 @@ package web
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"strconv"
 	"time"
@@ -47,7 +49,7 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 		s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
 		return
 	}
-	backup, log, streams := s.backup, s.log, s.streams
+	backup, log, streams, reg := s.backup, s.log, s.streams, s.metrics
 	if s.barrier != nil {
 		// Before the answer starts: once the body streams, an error can
 		// only cut it short.
@@ -72,6 +74,7 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 			log.Error("Backup stream failed", slog.Int64("bytes", n), slog.String("err", err.Error()))
 			return
 		}
+		reg.ObserveBackup(time.Now())
 		log.Info("Served a backup", slog.Int64("bytes", n))
 	})
 }
@@ -89,6 +92,12 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 	if st := opts.UI.Storage; st != nil {
 		src.Storage = st
 	}
+	if l, ok := opts.Cluster.(interface{ HasLeader() bool }); ok {
+		src.RaftLeader = l.HasLeader
+	}
+	if certs := presentedCertificates(opts.TLS); len(certs) > 0 {
+		src.Certificates = func() []metrics.Certificate { return certs }
+	}
 	if mods := opts.UI.Modules; mods != nil {
 		src.Plugins = func() []metrics.Plugin {
 			list := mods()
@@ -101,6 +110,30 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 		}
 	}
 	return src
+}
+
+// presentedCertificates lists the certificates of the TLS configuration:
+// each serving certificate and the chain sent with it. The configuration
+// is fixed at start, so the list is read once.
+func presentedCertificates(cfg *tls.Config) []metrics.Certificate {
+	if cfg == nil {
+		return nil
+	}
+	var out []metrics.Certificate
+	for _, c := range cfg.Certificates {
+		for i, der := range c.Certificate {
+			x, err := x509.ParseCertificate(der)
+			if err != nil {
+				continue // tls.LoadX509KeyPair parsed it already
+			}
+			use := "serving"
+			if i > 0 {
+				use = "serving-chain"
+			}
+			out = append(out, metrics.Certificate{Use: use, Subject: x.Subject.CommonName, Serial: x.SerialNumber.Text(16), NotAfter: x.NotAfter})
+		}
+	}
+	return out
 }
 
 // listLeases reads every Lease from the engine's in-memory state.

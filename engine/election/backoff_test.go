@@ -54,8 +54,8 @@ func TestFailingModuleBacksOff(t *testing.T) {
 		t.Errorf("fallback preempted: holder %q, preferredHolder %q", h, p)
 	}
 	st := env.c.Stats()
-	if st.StrategyErrors != 2 || st.Fallbacks < 3 || env.c.stats.backedOff.Load() < 1 {
-		t.Errorf("stats = %+v, backed off %d", st, env.c.stats.backedOff.Load())
+	if st.StrategyErrors != 2 || st.Fallbacks < 3 || st.BackedOff < 1 {
+		t.Errorf("stats = %+v; want 2 strategy errors, 3 fallbacks and a backed-off call (leasehold_election_backed_off_total)", st)
 	}
 	for _, lease := range []string{"kcm", "sched"} {
 		if n := countAction(env.settledDecisions(lease), "strategy-error"); n != 1 {

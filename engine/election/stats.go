@@ -31,19 +31,19 @@ type Stats struct {
 	WriteErrors uint64 `json:"writeErrors"`
 	// CandidatesCollected counts stale candidates deleted by the GC.
 	CandidatesCollected uint64 `json:"candidatesCollected"`
+	// BackedOff counts strategy calls skipped because the module was
+	// within its failure backoff (the fallback decided instead).
+	BackedOff uint64 `json:"backedOff"`
 }
 
 // counters is Stats with atomic fields, plus counters Stats does not
 // show yet (web/metrics writes every Stats field it knows to /metrics).
 type counters struct {
 	decisions, grants, preemptions, cleared, fallbacks, strategyErrors,
-	conflicts, abstentions, pings, writeErrors, collected atomic.Uint64
+	conflicts, abstentions, pings, writeErrors, collected, backedOff atomic.Uint64
 	// reused counts reconciles that reused the lease's last decision
 	// (only the holder's renewals changed) instead of calling a strategy.
 	reused atomic.Uint64
-	// backedOff counts strategy calls skipped because the module was
-	// within its failure backoff.
-	backedOff atomic.Uint64
 	// moves counts grants moved before their holder confirmed them
 	// (counted in grants too).
 	moves atomic.Uint64
@@ -67,5 +67,6 @@ func (c *Controller) Stats() Stats {
 		Pings:               s.pings.Load(),
 		WriteErrors:         s.writeErrors.Load(),
 		CandidatesCollected: s.collected.Load(),
+		BackedOff:           s.backedOff.Load(),
 	}
 }

@@ -59,6 +59,10 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	return st, nil
 }
 
+// HasLeader reports whether this member knows a raft leader now (for
+// /metrics).
+func (s *Membership) HasLeader() bool { return s.m.HasLeader() }
+
 // Remove removes the member called name, or revokes the replica called
 // name when no member is (Member.Remove, Member.Revoke); its errors match
 // clusterapi.ErrNoSuchMember and ErrNoQuorum.

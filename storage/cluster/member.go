@@ -406,6 +406,10 @@ func (m *Member) Paths() Paths { return m.cfg.Paths }
 // Name is the member's name.
 func (m *Member) Name() string { return m.cfg.Name }
 
+// HasLeader reports whether this member knows a raft leader now: without
+// one (no quorum) no write, so no lease renewal, can commit.
+func (m *Member) HasLeader() bool { return m.etcd.Server.Leader() != 0 }
+
 // Stopped is closed when the etcd member stops, for instance because it
 // was removed from the cluster: its server must not go on serving.
 func (m *Member) Stopped() <-chan struct{} { return m.etcd.Server.StopNotify() }

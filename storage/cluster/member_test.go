@@ -77,6 +77,9 @@ func TestMemberStatusAndRestart(t *testing.T) {
 		st.Members[0].RaftIndex == 0 || st.Members[0].DBSize == 0 {
 		t.Errorf("Status = %+v, want m1 alone, healthy, leading, with a raft index and a db size", st)
 	}
+	if !m.HasLeader() {
+		t.Error("HasLeader = false on a single member that leads (what leasehold_cluster_has_leader reports)")
+	}
 	if got := m.ClientURLs(); len(got) != 1 || got[0] != m.ClientURL() {
 		t.Errorf("ClientURLs = %q, want [%s] (what a replica is given)", got, m.ClientURL())
 	}

@@ -81,3 +81,34 @@ func TestElectionControllerRunning(t *testing.T) {
 		t.Errorf("a replica without the controller reports its counters:\n%s", out)
 	}
 }
+
+// TestClusterAndCertificateSeries: the raft leader gauge of a cluster
+// member and the expiry of each presented certificate.
+func TestClusterAndCertificateSeries(t *testing.T) {
+	r := New()
+	leader := false
+	r.SetSources(Sources{
+		RaftLeader: func() bool { return leader },
+		Certificates: func() []Certificate {
+			return []Certificate{{Use: "serving", Subject: "device-1", Serial: "2a", NotAfter: time.Unix(2000000000, 0)}}
+		},
+	})
+	scrape := func() string {
+		var b bytes.Buffer
+		r.WritePrometheus(context.Background(), &b)
+		return b.String()
+	}
+	out := scrape()
+	for _, want := range []string{
+		"\nleasehold_cluster_has_leader 0\n",
+		"\nleasehold_certificate_expiry_timestamp_seconds{use=\"serving\",subject=\"device-1\",serial=\"2a\"} 2000000000\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	leader = true
+	if out := scrape(); !strings.Contains(out, "\nleasehold_cluster_has_leader 1\n") {
+		t.Errorf("with a leader, output lacks leasehold_cluster_has_leader 1:\n%s", out)
+	}
+}

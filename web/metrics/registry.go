@@ -33,6 +33,9 @@ type Registry struct {
 	commits      *histogram
 	commitWrites *vm.Counter
 	commitErrors *vm.Counter
+	// lastBackup is when the last backup was served in full, in Unix
+	// seconds; 0 until one is.
+	lastBackup atomic.Int64
 
 	sources atomic.Pointer[Sources]
 	// perLease adds the leasehold_lease_* series: opt-in, as they reveal
@@ -126,6 +129,9 @@ func (r *Registry) ObserveCommit(d time.Duration, writes int, err error) {
 	r.commitWrites.Add(writes)
 }
 
+// ObserveBackup records a backup served in full at at.
+func (r *Registry) ObserveBackup(at time.Time) { r.lastBackup.Store(at.Unix()) }
+
 // WritePrometheus writes every series in the Prometheus text format.
 func (r *Registry) WritePrometheus(ctx context.Context, w io.Writer) {
 	var set bytes.Buffer
@@ -134,6 +140,12 @@ func (r *Registry) WritePrometheus(ctx context.Context, w io.Writer) {
 	r.writeDurations(w)
 	help(w, "leasehold_storage_commit_duration_seconds", "histogram", "Duration of fsynced storage commits (one per group of writes).")
 	r.commits.write(w, "leasehold_storage_commit_duration_seconds", "")
+	if at := r.lastBackup.Load(); at != 0 {
+		// Left out until a backup is served: a 0 would read as "the last
+		// backup is 56 years old" right after every restart.
+		help(w, "leasehold_backup_last_success_timestamp_seconds", "gauge", "When this server last served a backup (GET /leasehold/v1/backup, leasehold backup) in full since it started, as a Unix timestamp.")
+		fmt.Fprintf(w, "leasehold_backup_last_success_timestamp_seconds %d\n", at)
+	}
 	if src := r.sources.Load(); src != nil {
 		r.writeSources(ctx, w, src)
 	}

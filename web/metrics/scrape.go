@@ -48,6 +48,27 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 	if src.Watches != nil {
 		writeWatches(w, src.Watches())
 	}
+	if src.RaftLeader != nil {
+		leader := 0
+		if src.RaftLeader() {
+			leader = 1
+		}
+		help(w, "leasehold_cluster_has_leader", "gauge", "1 while this cluster member knows a raft leader, else 0: without one (no quorum) no write commits.")
+		fmt.Fprintf(w, "leasehold_cluster_has_leader %d\n", leader)
+	}
+	if src.Certificates != nil {
+		writeCertificates(w, src.Certificates())
+	}
+}
+
+func writeCertificates(w io.Writer, certs []Certificate) {
+	if len(certs) == 0 {
+		return
+	}
+	help(w, "leasehold_certificate_expiry_timestamp_seconds", "gauge", "When a certificate the server presents expires (its NotAfter), as a Unix timestamp.")
+	for _, c := range certs {
+		fmt.Fprintf(w, "leasehold_certificate_expiry_timestamp_seconds{use=%s,subject=%s,serial=%s} %d\n", quote(c.Use), quote(c.Subject), quote(c.Serial), c.NotAfter.Unix())
+	}
 }
 
 // writeUndecodable writes the damaged-record series; the keys are in the
@@ -127,6 +148,7 @@ func writeElection(w io.Writer, e election.Stats) {
 		{"abstentions", "Leases left alone: unknown strategy or an abstaining one.", e.Abstentions},
 		{"write_errors", "Failed lease or candidate writes by the controller.", e.WriteErrors},
 		{"candidates_collected", "Stale LeaseCandidates deleted.", e.CandidatesCollected},
+		{"backed_off", "Strategy calls skipped because the module was within its failure backoff (the fallback decided instead).", e.BackedOff},
 	} {
 		name := "leasehold_election_" + c.name + "_total"
 		help(w, name, "counter", c.text+" Since this replica's controller started.")

@@ -25,6 +25,20 @@ type Sources struct {
 	Undecodable func() engine.UndecodableStats
 	// Watches reports the watch queues.
 	Watches func() engine.WatchStats
+	// RaftLeader reports whether this cluster member knows a raft leader
+	// (cluster members only).
+	RaftLeader func() bool
+	// Certificates lists the certificates the server presents, for
+	// their expiry.
+	Certificates func() []Certificate
+}
+
+// Certificate is one certificate the server presents.
+type Certificate struct {
+	// Use says what it is for ("serving"); Subject is its subject's
+	// common name, Serial its serial number in hexadecimal.
+	Use, Subject, Serial string
+	NotAfter             time.Time
 }
 
 // Lease is what the per-lease series report of one Lease.
