@@ -215,8 +215,10 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 // streams end, in-flight requests get a few seconds to finish. It returns
 // nil after a shutdown, or the error that stopped serving.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	fresh := newFreshConns()
 	srv := &fasthttp.Server{
-		Handler:               s.handler,
+		Handler:               fresh.wrap(s.handler),
+		ConnState:             fresh.connState,
 		ErrorHandler:          s.errorHandler,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
@@ -270,6 +272,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		time.Sleep(s.delay)
 	}
 	s.stopStreams()
+	fresh.drain()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.ShutdownWithContext(sctx); err != nil {

@@ -211,3 +211,58 @@ func watchGoroutines() int {
 	}
 	return n
 }
+
+// TestShutdownEndsSilentConnections: a connection that has sent no request
+// yet (a browser's spare connection) does not hold the drain until its
+// grace runs out, while a request sent on a new connection as the drain
+// starts is still answered.
+func TestShutdownEndsSilentConnections(t *testing.T) {
+	srv := newServer(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	addr := ln.Addr().String()
+	// A request makes sure Serve is accepting before the raw connections.
+	if resp, err := http.Get("http://" + addr + "/livez"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	late, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	const shutdownGrace = 5 * time.Second // web's drain grace
+	time.Sleep(100 * time.Millisecond)    // both accepted
+	start := time.Now()
+	cancel()
+	if _, err := late.Write([]byte("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * shutdownGrace):
+		t.Fatal("Serve did not return")
+	}
+	if d := time.Since(start); d >= shutdownGrace {
+		t.Errorf("shutdown took %v: the silent connection held the drain until its %v grace ran out", d, shutdownGrace)
+	}
+	_ = late.SetReadDeadline(time.Now().Add(5 * time.Second))
+	status, err := bufio.NewReader(late).ReadString('\n')
+	if !strings.HasPrefix(status, "HTTP/1.1 ") {
+		t.Errorf("a request sent on a new connection as the drain started got %q (%v), want an answer", status, err)
+	}
+}

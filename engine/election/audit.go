@@ -2,7 +2,10 @@ package election
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/engine/history"
@@ -153,4 +156,35 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// choiceReason says whom a grant or a preference chose and why the
+// candidates the strategy ranked above it were passed over. The
+// strategy's own reason speaks of its ranking ("c-old has the oldest
+// versions"), which the controller applies only to candidates that answer
+// a ping: alone, it named the candidate that was not chosen.
+func (c *Controller) choiceReason(ranking []string, chosen string, byName map[string]*candEntry, now time.Time) string {
+	i := slices.Index(ranking, chosen)
+	switch {
+	case i < 0:
+		return chosen + " chosen"
+	case i == 0 && len(ranking) == 1:
+		return chosen + " chosen: the only one ranked"
+	case i == 0:
+		return fmt.Sprintf("%s chosen: ranked first of %d", chosen, len(ranking))
+	}
+	skipped := make([]string, 0, i)
+	for _, name := range ranking[:i] {
+		why := "is not a valid candidate"
+		if e := byName[name]; e != nil {
+			switch st := c.state(e, now); st {
+			case stPending, stUnresponsive:
+				why = "did not answer its ping"
+			default:
+				why = "was " + st.String()
+			}
+		}
+		skipped = append(skipped, name+" "+why)
+	}
+	return fmt.Sprintf("%s chosen: ranked %d of %d, the first to answer (%s)", chosen, i+1, len(ranking), strings.Join(skipped, ", "))
 }

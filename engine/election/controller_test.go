@@ -141,6 +141,12 @@ func TestPingWithoutAckIsNotGranted(t *testing.T) {
 	if got := strings.Join(states, ","); grant.Chosen != "live" || got != "live=acked,silent=pending" && got != "live=acked,silent=unresponsive" {
 		t.Errorf("first grant to %q, candidate states = %s; decisions %+v", grant.Chosen, got, recs)
 	}
+	// The reason names the candidate chosen and why the better-ranked one
+	// was not, before the strategy's own reason (which names the best).
+	want := "live chosen: ranked 2 of 2, the first to answer (silent did not answer its ping); strategy: silent has the oldest versions"
+	if r := recs[0]; r.Action != "grant" || r.Chosen != "live" || !strings.HasPrefix(r.Reason, want) {
+		t.Errorf("first decision: %s %s, reason %q; want a grant to live, reason starting %q", r.Action, r.Chosen, r.Reason, want)
+	}
 }
 
 func TestPreemptionAndHandover(t *testing.T) {

@@ -336,7 +336,8 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 		}
 		r := c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
 		r.Action, r.Chosen, r.Outcome = "grant", p.target, outcome(err)
-		r.Reason = "moved the grant " + a.lv.holder + " had not confirmed yet: " + r.Reason
+		r.Reason = "moved the grant " + a.lv.holder + " had not confirmed yet: " +
+			c.choiceReason(a.dec.d.Ranking, p.target, a.byName, a.now) + "; strategy: " + r.Reason
 		if err != nil {
 			c.log.Info("Moving an unconfirmed grant failed; the holder may have confirmed it", "lease", a.k.String(),
 				"holder", a.lv.holder, "target", p.target, "err", err)
@@ -365,6 +366,9 @@ func (a *action) clearPreferred(ctx context.Context, why string) {
 func (a *action) recordAction(ctx context.Context, what, chosen string, err error) {
 	r := a.c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
 	r.Action, r.Chosen, r.Outcome = what, chosen, outcome(err)
+	if chosen != "" {
+		r.Reason = a.c.choiceReason(a.dec.d.Ranking, chosen, a.byName, a.now) + "; strategy: " + r.Reason
+	}
 	if err != nil {
 		a.c.log.Warn("Election write failed", "lease", a.k.String(), "action", what, "err", err)
 	}

@@ -99,3 +99,25 @@ func TestSeveralForms(t *testing.T) {
 		t.Errorf("help:\n%q\nwant:\n%q", stderr.String(), want)
 	}
 }
+
+// A bad flag prints its error once, prefixed by the command, and one line
+// on where the help is, not the whole usage (which scrolls the error away);
+// it exits ExitUsage. So does a bad flag after a positional argument.
+func TestBadFlagPrintsErrorAndHint(t *testing.T) {
+	for _, c := range []struct {
+		parse func(fs *FlagSet) error
+		name  string
+	}{
+		{func(fs *FlagSet) error { return fs.ParseNoArgs([]string{"--nope"}) }, "ParseNoArgs"},
+		{func(fs *FlagSet) error { _, err := fs.ParseInterspersed([]string{"a.wasm", "--nope"}); return err }, "ParseInterspersed"},
+	} {
+		var stderr bytes.Buffer
+		fs := NewFlagSet("serve [flags]", "Runs the server.", &stderr)
+		fs.Bool("watch", false, "keep running")
+		code, stop := fs.Stop(c.parse(fs))
+		want := "leasehold serve: flag provided but not defined: -nope\nRun 'leasehold serve --help' for usage.\n"
+		if !stop || code != ExitUsage || stderr.String() != want {
+			t.Errorf("%s --nope: code %d stop %v, stderr:\n%s\nwant exit %d and exactly:\n%s", c.name, code, stop, stderr.String(), ExitUsage, want)
+		}
+	}
+}

@@ -117,7 +117,25 @@ func (fs *FlagSet) Parse(args []string) error {
 	if envErr != nil {
 		return envErr
 	}
-	return fs.FlagSet.Parse(args)
+	return fs.parseFlags(args)
+}
+
+// parseFlags runs flag.FlagSet.Parse with its own printing turned off:
+// the flag package prints a bad flag's error followed by the whole usage,
+// which scrolls the error away. --help still prints the usage; an error is
+// left to Stop (or the caller), which prints it with one line on where the
+// help is.
+func (fs *FlagSet) parseFlags(args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.FlagSet.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = fs.printUsage
+	if errors.Is(err, flag.ErrHelp) {
+		fs.printUsage()
+	}
+	return err
 }
 
 // ParseWithArg parses args that hold exactly one positional argument
@@ -151,7 +169,7 @@ func (fs *FlagSet) ParseInterspersed(args []string) ([]string, error) {
 			pos, args = append(pos, args[0]), args[1:]
 			continue
 		}
-		if err := fs.FlagSet.Parse(args); err != nil {
+		if err := fs.parseFlags(args); err != nil {
 			return nil, err
 		}
 		rest := fs.FlagSet.Args()
@@ -210,10 +228,17 @@ func (fs *FlagSet) printUsage() {
 	})
 }
 
+// HelpHint is the one line printed under a usage error of the command
+// called name ("leasehold serve"): where its help is, instead of the whole
+// help, so that the error stays on screen.
+func HelpHint(name string) string {
+	return "Run '" + name + " --help' for usage."
+}
+
 // Stop turns the outcome of parsing into the exit code of a command that
-// stops there: ExitOK after --help, ExitUsage (with the error on stderr,
-// prefixed by the command's name) for bad usage. stop is false when
-// parsing succeeded and the command goes on.
+// stops there: ExitOK after --help, ExitUsage for bad usage, with the error
+// on stderr (prefixed by the command's name) and HelpHint under it. stop is
+// false when parsing succeeded and the command goes on.
 func (fs *FlagSet) Stop(err error) (code int, stop bool) {
 	switch {
 	case err == nil:
@@ -221,6 +246,6 @@ func (fs *FlagSet) Stop(err error) (code int, stop bool) {
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK, true
 	}
-	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+	fmt.Fprintf(fs.Output(), "%s: %v\n%s\n", fs.Name(), err, HelpHint(fs.Name()))
 	return ExitUsage, true
 }

@@ -64,9 +64,19 @@ func TestE2ECLIServeHelp(t *testing.T) {
 }
 
 func TestE2ECLIBadUsage(t *testing.T) {
+	// A bad flag prints the error and one line on where the help is, not
+	// the whole help after it (which scrolled the error off the screen).
+	for _, args := range [][]string{{"serve", "--bogus"}, {"--bogus"}, {"run", "--bogus", "--", "true"}, {"plugin", "vet", "--bogus", "x.wasm"}} {
+		code, _, errOut := runCLI(t, args...)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], "flag provided but not defined: -bogus") ||
+			!strings.HasPrefix(lines[1], "Run 'leasehold ") || !strings.HasSuffix(lines[1], " --help' for usage.") {
+			t.Errorf("leasehold %s: exit %d, stderr:\n%s\nwant exit 2 and two lines: the flag error, then \"Run 'leasehold ... --help' for usage.\"", strings.Join(args, " "), code, errOut)
+		}
+	}
 	code, _, errOut := runCLI(t, "serve", "--bogus")
-	if code != 2 || !strings.Contains(errOut, "flag provided but not defined: -bogus") {
-		t.Errorf("serve --bogus: exit %d stderr %q, want 2 and the flag error", code, errOut)
+	if !strings.HasPrefix(errOut, "leasehold serve: ") || !strings.Contains(errOut, "Run 'leasehold serve --help' for usage.") {
+		t.Errorf("serve --bogus: stderr %q, want the error prefixed by \"leasehold serve: \" and the hint naming serve", errOut)
 	}
 	code, _, errOut = runCLI(t, "frobnicate")
 	if code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {

@@ -191,6 +191,18 @@ func TestTimelineStrip(t *testing.T) {
 	if got := eval[int](t, ctx, `document.querySelectorAll('#strip rect.gap').length`); got != 2 {
 		t.Errorf("gateway's gaps drawn: %d, want 2", got)
 	}
+	// The short ranges zoom in: the last 15 minutes show gw-1's end and
+	// gw-2 after the release's gap, the last 5 only gw-2.
+	label := `document.querySelector('#strip svg').getAttribute('aria-label')`
+	click(t, ctx, `button[data-range="15m"]`)
+	waitFor(t, ctx, 2*time.Second, label+` === 'Holders over the last 15 minutes' && `+segs+` === 'gw-1 gw-2' && document.querySelectorAll('#strip rect.gap').length === 1`,
+		label+` + ': ' + `+segs)
+	click(t, ctx, `button[data-range="5m"]`)
+	waitFor(t, ctx, 2*time.Second, label+` === 'Holders over the last 5 minutes' && `+segs+` === 'gw-2'`, label+` + ': ' + `+segs)
+	if got := eval[string](t, ctx, text("#strip-note")); !strings.HasPrefix(got, "1 tenure began in the last 5 minutes.") {
+		t.Errorf("5-minute note: %q", got)
+	}
+	click(t, ctx, `button[data-range="hour"]`)
 	screenshot(t, ctx, "timeline")
 	noConsoleErrors(t, errs)
 	// A deleted lease's timeline is deleted with it.

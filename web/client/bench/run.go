@@ -103,7 +103,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return cli.ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
+		fmt.Fprintf(stderr, "leasehold bench: %v\n%s\n", err, cli.HelpHint("leasehold bench"))
 		return cli.ExitUsage
 	}
 	res, err := Run(ctx, cfg, stderr)

@@ -40,7 +40,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return cli.ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "leasehold run: %v\n", err)
+		fmt.Fprintf(stderr, "leasehold run: %v\n%s\n", err, cli.HelpHint("leasehold run"))
 		return cli.ExitUsage
 	}
 	// client-go's NewFromKubeconfig bounds each request by half the renew

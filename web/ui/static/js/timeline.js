@@ -1,12 +1,19 @@
 // Who held a lease over time: the server's timeline (tenures with their
 // renewals aggregated, expiries, gaps) drawn as a plain SVG strip for the
-// last hour or day, with the same facts listed below it; and the
+// last 5 or 15 minutes, hour or day, with the same facts listed below it; and the
 // overview's sparkline of changes of hands.
 
 import { h, svg, setText } from './dom.js';
 import { dur, abs, parseTime } from './format.js';
 
-const RANGES = { hour: 3600e3, day: 86400e3 };
+// The strip's time ranges: a button label, and the words "in the last …"
+// uses. The short ones zoom in on a hand-over that an hour shows as a sliver.
+const RANGES = {
+  '5m': { ms: 300e3, label: 'Last 5 min', words: '5 minutes' },
+  '15m': { ms: 900e3, label: 'Last 15 min', words: '15 minutes' },
+  hour: { ms: 3600e3, label: 'Last hour', words: 'hour' },
+  day: { ms: 86400e3, label: 'Last day', words: 'day' },
+};
 const W = 1000; // the strip's viewBox width; it scales to the page
 const PALETTE = 8;
 
@@ -25,7 +32,7 @@ export function holderStrip() {
   const buttons = Object.keys(RANGES).map((r) => h('button', {
     type: 'button', class: 'chip', 'data-range': r, 'aria-pressed': String(r === range),
     onclick: () => { range = r; buttons.forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.range === r))); render(); },
-  }, r === 'hour' ? 'Last hour' : 'Last day'));
+  }, RANGES[r].label));
   const note = h('p', { class: 'muted', id: 'strip-note' });
   const box = h('div', { class: 'strip', id: 'strip' });
   const axis = h('div', { class: 'axis', 'aria-hidden': 'true' });
@@ -35,7 +42,8 @@ export function holderStrip() {
   function render(now) {
     if (!data) { box.replaceChildren(); setText(note, 'No timeline: this server does not watch leases.'); return; }
     const t1 = now ?? parseTime(data.now);
-    const span = RANGES[range];
+    const span = RANGES[range].ms;
+    const last = RANGES[range].words;
     const t0 = t1 - span;
     // Re-render when the data change or the strip moved by a pixel.
     const key = JSON.stringify([range, data.tenures, data.gaps, Math.floor(t1 / (span / W))]);
@@ -78,15 +86,15 @@ export function holderStrip() {
       rows.push({ at: s, cells: [tn.holder, abs(s), tn.end || exp ? abs(end) : 'now', dur(len), String(tn.renewals), how] });
     }
     box.replaceChildren(svg('svg', { viewBox: `0 0 ${W} 36`, preserveAspectRatio: 'none', role: 'img',
-      'aria-label': `Holders over the last ${range}` }, shapes));
+      'aria-label': `Holders over the last ${last}` }, shapes));
     axis.replaceChildren(...[0, 0.25, 0.5, 0.75, 1].map((f) => h('span', {}, f === 1 ? 'now' : `−${dur(span * (1 - f)).replace(/ 00[ms]$/, '')}`)));
     const count = data.tenures.filter((tn) => !tn.unconfirmed && parseTime(tn.start) >= t0).length;
-    setText(note, `${count} tenure${count === 1 ? '' : 's'} began in the last ${range}. Kept since ${abs(since)}${data.persisted ? ' (kept across restarts)' : ''}; renewals are counted, not listed.`);
+    setText(note, `${count} tenure${count === 1 ? '' : 's'} began in the last ${last}. Kept since ${abs(since)}${data.persisted ? ' (kept across restarts)' : ''}; renewals are counted, not listed.`);
     rows.sort((a, b) => b.at - a.at);
     list.replaceChildren(rows.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'tenure-list' },
       h('thead', {}, h('tr', {}, ['Holder', 'From', 'To', 'Length', 'Renewals', 'Ended'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, rows.map((r) => h('tr', { class: r.cls || '' }, r.cells.map((c, i) => h('td', { 'data-label': ['Holder', 'From', 'To', 'Length', 'Renewals', 'Ended'][i] }, c)))))))
-      : h('p', { class: 'muted' }, `Nobody held it in the last ${range}.`));
+      : h('p', { class: 'muted' }, `Nobody held it in the last ${last}.`));
   }
 
   return {

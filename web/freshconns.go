@@ -1,0 +1,85 @@
+package web
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// freshConnGrace is how long shutdown still waits for the first request
+// of a connection that has sent nothing yet: long enough for a request
+// already on its way, short beside the drain's grace.
+const freshConnGrace = 300 * time.Millisecond
+
+// freshConns tracks the connections that have not yet sent their first
+// request, so that shutdown can end them. fasthttp's drain closes only
+// connections idle between requests; one that is new (a browser opens
+// spare connections ahead of its requests, Chromium's preconnect) counts
+// as active while it waits for its first request, so it held the drain
+// for the whole grace ("Shutdown did not complete in time", 5 s with a UI
+// tab open). Only a connection's first request and its state changes
+// take the lock, not every request.
+type freshConns struct {
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	draining bool
+}
+
+func newFreshConns() *freshConns {
+	return &freshConns{conns: map[net.Conn]struct{}{}}
+}
+
+// connState is fasthttp.Server.ConnState.
+func (f *freshConns) connState(c net.Conn, state fasthttp.ConnState) {
+	switch state {
+	case fasthttp.StateNew:
+		f.mu.Lock()
+		f.conns[c] = struct{}{}
+		draining := f.draining
+		f.mu.Unlock()
+		if draining {
+			_ = c.SetReadDeadline(time.Now().Add(freshConnGrace))
+		}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+	}
+}
+
+// wrap marks a connection's first request as arrived before next handles
+// it; during a drain, it gives the request back the read time that
+// drain took away (its body may still be streaming in).
+func (f *freshConns) wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(rc *fasthttp.RequestCtx) {
+		if rc.ConnRequestNum() == 1 {
+			f.arrived(rc.Conn())
+		}
+		next(rc)
+	}
+}
+
+func (f *freshConns) arrived(c net.Conn) {
+	f.mu.Lock()
+	_, fresh := f.conns[c]
+	delete(f.conns, c)
+	draining := f.draining
+	f.mu.Unlock()
+	if fresh && draining {
+		_ = c.SetReadDeadline(time.Now().Add(readTimeout))
+	}
+}
+
+// drain gives every connection without a request freshConnGrace to send
+// one: past it, fasthttp's read fails and it closes the connection.
+func (f *freshConns) drain() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.draining = true
+	deadline := time.Now().Add(freshConnGrace)
+	for c := range f.conns {
+		_ = c.SetReadDeadline(deadline)
+	}
+}
