@@ -7,11 +7,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/leasehold/leasehold/engine"
@@ -73,7 +71,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := fs.ParseNoArgs(args); err != nil {
 		return cfg, err
 	}
-	given := givenFlags(fs)
+	given := fs.Given()
 	cfg.Storage.Cluster.Given = cluster.NewGivenFlags(given)
 	if err := cfg.Observability.Validate(); err != nil {
 		return cfg, err
@@ -142,20 +140,6 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// givenFlags are the flags given on the command line or through their
-// environment twins: the ones a restart applies over what the data
-// directory recorded, where the others' defaults would not.
-func givenFlags(fs *cli.FlagSet) map[string]bool {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := os.LookupEnv(cli.EnvName(f.Name)); ok {
-			given[f.Name] = true
-		}
-	})
-	return given
 }
 
 // resolveListen serves the API where the last start on the data directory
