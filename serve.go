@@ -46,14 +46,10 @@ type serveConfig struct {
 	Layout          datadir.Layout
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile  string
-	PluginsDir string
+	ReadyFile string
 	// AllowedHosts are further names an unauthenticated request's Host
 	// header may give (web.Options.AllowedHosts).
 	AllowedHosts []string
-	// PluginFollowSymlinks lets files of PluginsDir be symbolic links.
-	PluginFollowSymlinks bool
-	PluginTimeout        time.Duration
 	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
@@ -63,10 +59,7 @@ type serveConfig struct {
 	// Events; serve adds the store and the rest.
 	Engine engine.Options
 
-	// PluginTrustKeys are the files of public keys whose signatures make
-	// a plugins-directory module loadable (empty: no verification).
-	PluginTrustKeys []string
-
+	Plugins host.Flags
 	Storage backend.Config
 	// StorageMode is which storage runs, resolved from Storage and the
 	// data directory before anything starts.
@@ -230,12 +223,12 @@ func (s *server) startEngine(ctx context.Context) error {
 // is then watched for new, changed and removed modules.
 func (s *server) loadPlugins(ctx context.Context) error {
 	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
-	trust, err := signature.LoadTrust(s.cfg.PluginTrustKeys, s.cfg.PluginsDir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
+	trust, err := signature.LoadTrust(s.cfg.Plugins.TrustKeys, s.cfg.Plugins.Dir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
 	if err != nil {
 		return err
 	}
 	s.plugins, err = host.New(ctx, host.Options{
-		Dir:      s.cfg.PluginsDir,
+		Dir:      s.cfg.Plugins.Dir,
 		CacheDir: s.cfg.Layout.WASMCache(),
 		Logger:   s.log,
 		OnChange: func() {
@@ -244,7 +237,7 @@ func (s *server) loadPlugins(ctx context.Context) error {
 			}
 		},
 		TrustKeys:      trust,
-		FollowSymlinks: s.cfg.PluginFollowSymlinks,
+		FollowSymlinks: s.cfg.Plugins.FollowSymlinks,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
@@ -258,7 +251,7 @@ func (s *server) newElection() (election.Options, *election.Controller, error) {
 	opts := election.Options{Engine: s.eng, History: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
-		DecideTimeout: s.cfg.PluginTimeout,
+		DecideTimeout: s.cfg.Plugins.Timeout,
 		// A lease whose strategy is not served yet waits for the plugins
 		// directory's first load (bounded by the controller's
 		// StrategiesLoadWait), so that a custom strategy is not judged
