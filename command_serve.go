@@ -12,7 +12,6 @@ import (
 	"net"
 	"strings"
 
-	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/datadir"
@@ -55,10 +54,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
-	nsLifecycle := fs.String("namespace-lifecycle", string(engine.NamespacesImplicit), "what a create into a missing namespace does: \"implicit\" creates the namespace, \"strict\" answers 404 namespaces \"x\" not found as kube-apiserver")
-	fs.DurationVar(&cfg.Engine.EventTTL, "event-ttl", engine.DefaultEventTTL, "how long an Event is kept after its last write")
-	fs.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", engine.DefaultEventMaxCount, "most Events stored; beyond it the oldest are deleted")
-	fs.Int64Var(&cfg.Engine.EventMaxBytes, "event-max-bytes", engine.DefaultEventMaxBytes, "most `bytes` of stored Events; beyond it the oldest are deleted")
+	cfg.Engine.RegisterFlags(fs.FlagSet)
 	cfg.Plugins.RegisterFlags(fs.FlagSet)
 	cfg.Storage.RegisterFlags(fs.FlagSet)
 	cfg.Security = security.RegisterFlags(fs.FlagSet)
@@ -72,12 +68,8 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := cfg.Observability.Validate(); err != nil {
 		return cfg, err
 	}
-	var err error
-	if cfg.Engine.NamespaceLifecycle, err = engine.ParseNamespaceLifecycle(*nsLifecycle); err != nil {
-		return cfg, fmt.Errorf("invalid --namespace-lifecycle: %w", err)
-	}
-	if e := cfg.Engine; e.EventTTL <= 0 || e.EventMaxCount <= 0 || e.EventMaxBytes <= 0 {
-		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
+	if err := cfg.Engine.Validate(); err != nil {
+		return cfg, err
 	}
 	if cfg.DataDir == "" {
 		return cfg, errors.New("--data-dir must not be empty")
@@ -117,6 +109,7 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	// Which storage runs is decided here, once, from the flags and what
 	// the data directory holds; nothing is written until serve starts.
+	var err error
 	if cfg.StorageMode, err = cfg.Storage.Resolve(cfg.Layout); err != nil {
 		return cfg, err
 	}

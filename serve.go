@@ -55,10 +55,7 @@ type serveConfig struct {
 	MaxBodyBytes   int
 	ShutdownDelay  time.Duration
 
-	// Engine holds --namespace-lifecycle and the bounds of the stored
-	// Events; serve adds the store and the rest.
-	Engine engine.Options
-
+	Engine  engine.Flags
 	Plugins host.Flags
 	Storage backend.Config
 	// StorageMode is which storage runs, resolved from Storage and the
@@ -205,7 +202,7 @@ func (s *server) closePlugins(ctx context.Context, loaderDone <-chan struct{}) {
 
 // startEngine starts the Kubernetes semantics over the store.
 func (s *server) startEngine(ctx context.Context) error {
-	opts := s.cfg.Engine
+	opts := s.cfg.Engine.Options
 	opts.Store, opts.Logger = s.store, s.log.With("component", "engine")
 	opts.WatchQueueBytes, opts.WatchQueueBytesTotal = int64(s.cfg.Limits.WatchQueueBytes), int64(s.cfg.Limits.WatchQueueBytesTotal)
 	eng, err := engine.New(opts)
