@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/internal/cli"
@@ -49,7 +48,6 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on; recorded in the data directory, so that a restart without it serves where the last start did")
 	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
-	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host `names` a request without credentials may address this server by, besides IP addresses, localhost and the --listen host (\".example.com\" allows its subdomains); other names are refused, so that a web page cannot reach the server through DNS rebinding")
 	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
@@ -83,14 +81,6 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	if cfg.WriteKubeconfig == "" {
 		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
-	}
-	for _, h := range strings.Split(*allowedHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			cfg.AllowedHosts = append(cfg.AllowedHosts, h)
-		}
-	}
-	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
-		cfg.AllowedHosts = append(cfg.AllowedHosts, h)
 	}
 	if err := cfg.Plugins.Resolve(cfg.Layout.Plugins()); err != nil {
 		return cfg, err

@@ -47,9 +47,6 @@ type serveConfig struct {
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
 	ReadyFile string
-	// AllowedHosts are further names an unauthenticated request's Host
-	// header may give (web.Options.AllowedHosts).
-	AllowedHosts []string
 	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
 	FirstGrantWait time.Duration
 	MaxBodyBytes   int
@@ -297,7 +294,7 @@ func (s *server) leadElection(ctx context.Context, opts election.Options, first 
 // would be wrong.
 func (s *server) webOptions(sec *security.Security) web.Options {
 	opts := web.Options{
-		AllowedHosts: s.cfg.AllowedHosts,
+		AllowedHosts: s.cfg.Security.AllowedHosts(s.cfg.Listen),
 		Engine:       s.eng, Logger: s.log.With("component", "web"),
 		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
