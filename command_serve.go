@@ -73,7 +73,8 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 		return cfg, errors.New("--data-dir must not be empty")
 	}
 	cfg.Layout = datadir.At(cfg.DataDir)
-	if err := cfg.resolveListen(given["listen"]); err != nil {
+	var err error
+	if cfg.Listen, cfg.ListenRecorded, cfg.ListenFromRecord, err = cfg.Layout.ResolveListen(cfg.Listen, given["listen"]); err != nil {
 		return cfg, err
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
@@ -99,7 +100,6 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	}
 	// Which storage runs is decided here, once, from the flags and what
 	// the data directory holds; nothing is written until serve starts.
-	var err error
 	if cfg.StorageMode, err = cfg.Storage.Resolve(cfg.Layout); err != nil {
 		return cfg, err
 	}
@@ -111,20 +111,4 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// resolveListen serves the API where the last start on the data directory
-// did when --listen is not given (a restart with --data-dir alone), and
-// at --listen when it is: moving the API is always safe (the kubeconfig
-// is rewritten for it), and serve records the new address once it listens.
-func (cfg *serveConfig) resolveListen(given bool) error {
-	rec, err := cfg.Layout.LoadAddresses()
-	if err != nil {
-		return err
-	}
-	cfg.ListenRecorded = rec.Listen
-	if !given && rec.Listen != "" {
-		cfg.Listen, cfg.ListenFromRecord = rec.Listen, true
-	}
-	return nil
 }

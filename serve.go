@@ -342,7 +342,7 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	serverURL := security.ServerURL(sec.Scheme(), ln.Addr().String())
-	if err := s.recordListen(); err != nil {
+	if err := s.cfg.Layout.RecordListen(s.cfg.Listen, s.cfg.ListenRecorded, s.log); err != nil {
 		ln.Close()
 		return nil, "", err
 	}
@@ -353,22 +353,6 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		}
 	}
 	return ln, serverURL, nil
-}
-
-// recordListen records --listen in the data directory once the server
-// listens there, so that a restart without it serves at the same address.
-func (s *server) recordListen() error {
-	if s.cfg.Listen == s.cfg.ListenRecorded {
-		return nil
-	}
-	if s.cfg.ListenRecorded != "" {
-		s.log.Info("The API moved; the new address is recorded for restarts", "listen", s.cfg.Listen,
-			"before", s.cfg.ListenRecorded, "file", s.cfg.Layout.AddressesFile())
-	}
-	if err := s.cfg.Layout.SaveAddresses(datadir.Addresses{Listen: s.cfg.Listen}); err != nil {
-		return fmt.Errorf("record the API's address: %w", err)
-	}
-	return nil
 }
 
 // serveUntilDone serves on ln until ctx is done, or until a cluster
