@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// guest takes seconds, tens of them on a busy small device), and
 	// shutdown must not wait for it. It touches no storage.
 	var loaderDone chan struct{} // made when the loader starts
-	defer func() { s.closePlugins(ctx, loaderDone) }()
+	defer func() { s.plugins.CloseAfterRun(ctx, loaderDone) }()
 	electionOpts, first, err := s.newElection()
 	if err != nil {
 		return err
@@ -173,28 +173,6 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		logger.Info("Stopped serving")
 	}
 	return err
-}
-
-// pluginLoaderShutdownWait bounds how long shutdown waits for the plugins
-// directory's loader to notice it is over.
-const pluginLoaderShutdownWait = 2 * time.Second
-
-// closePlugins releases the strategy modules' runtime once the loader
-// has stopped; a loader still compiling a module is left to the process's
-// exit (nothing it writes is half-written: the compilation cache renames
-// its files into place).
-func (s *server) closePlugins(ctx context.Context, loaderDone <-chan struct{}) {
-	if loaderDone == nil { // it never started
-		_ = s.plugins.Close(context.WithoutCancel(ctx))
-		return
-	}
-	select {
-	case <-loaderDone:
-		_ = s.plugins.Close(context.WithoutCancel(ctx))
-	case <-time.After(pluginLoaderShutdownWait):
-		s.log.Warn("Stopping while a strategy module compiles; not waiting for it",
-			"component", "plugins", "waited", pluginLoaderShutdownWait.String())
-	}
 }
 
 // startEngine starts the Kubernetes semantics over the store.
