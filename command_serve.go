@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/cluster"
@@ -48,11 +47,11 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on; recorded in the data directory, so that a restart without it serves where the last start did")
 	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
-	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
 	cfg.Engine.RegisterFlags(fs.FlagSet)
+	cfg.Election.RegisterFlags(fs.FlagSet)
 	cfg.Plugins.RegisterFlags(fs.FlagSet)
 	cfg.Storage.RegisterFlags(fs.FlagSet)
 	cfg.Security = security.RegisterFlags(fs.FlagSet)
@@ -86,11 +85,8 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := cfg.Plugins.Resolve(cfg.Layout.Plugins()); err != nil {
 		return cfg, err
 	}
-	if cfg.FirstGrantWait < 0 {
-		return cfg, fmt.Errorf("invalid --election-first-grant-wait %s: must not be negative", cfg.FirstGrantWait)
-	}
-	if cfg.FirstGrantWait == 0 {
-		cfg.FirstGrantWait = -1 // the flag's "no wait" is election.Options' negative; its zero is the default
+	if err := cfg.Election.Validate(); err != nil {
+		return cfg, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)

@@ -33,14 +33,6 @@ func init() {
 	}
 }
 
-// The Kubernetes release whose coordination.k8s.io API leasehold implements;
-// /version reports it, as kubectl and client-go expect a kube-apiserver to.
-const (
-	kubeMajor          = "1"
-	kubeMinor          = "37"
-	kubeMinCompatMinor = "36"
-)
-
 var versionCommand = cli.Command{
 	Name:     "version",
 	Synopsis: "version",
@@ -51,7 +43,7 @@ var versionCommand = cli.Command{
 			return code
 		}
 		fmt.Fprintf(stdout, "leasehold %s (Kubernetes API v%s.%s, %s %s/%s)\n",
-			Version, kubeMajor, kubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			Version, buildversion.KubeMajor, buildversion.KubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return cli.ExitOK
 	},
 }

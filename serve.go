@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/internal/buildversion"
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
@@ -46,15 +47,14 @@ type serveConfig struct {
 	Layout          datadir.Layout
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile string
-	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
-	FirstGrantWait time.Duration
-	MaxBodyBytes   int
-	ShutdownDelay  time.Duration
+	ReadyFile     string
+	MaxBodyBytes  int
+	ShutdownDelay time.Duration
 
-	Engine  engine.Flags
-	Plugins host.Flags
-	Storage backend.Config
+	Engine   engine.Flags
+	Election election.Flags
+	Plugins  host.Flags
+	Storage  backend.Config
 	// StorageMode is which storage runs, resolved from Storage and the
 	// data directory before anything starts.
 	StorageMode   backend.Mode
@@ -229,7 +229,7 @@ func (s *server) newElection() (election.Options, *election.Controller, error) {
 		// StrategiesLoadWait), so that a custom strategy is not judged
 		// missing at every start.
 		StrategiesLoaded: s.plugins.Loaded(),
-		FirstGrantWait:   s.cfg.FirstGrantWait}
+		FirstGrantWait:   s.cfg.Election.FirstGrantWait}
 	if fb, ok := s.plugins.Builtin(abi.BuiltinStrategy); ok {
 		opts.Fallback = fb
 	}
@@ -274,7 +274,7 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 	opts := web.Options{
 		AllowedHosts: s.cfg.Security.AllowedHosts(s.cfg.Listen),
 		Engine:       s.eng, Logger: s.log.With("component", "web"),
-		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
+		Version:             web.BuildVersion(buildversion.KubeMajor, buildversion.KubeMinor, buildversion.KubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
