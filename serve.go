@@ -151,13 +151,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	logger.Info("Serving the Lease API", "url", serverURL, "storage", s.dbPath,
 		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
-	if ms, ok := s.store.(*backend.MemberStore); ok && ms.Membership().GeneratedToken() != "" {
-		// As kubeadm and k3s do, the new cluster says how to join it once;
-		// unlike them, by the token's file, never the token (logs travel).
-		logger.Info("A new cluster with a generated token: copy the token file to each device that joins, then run there the command",
-			"token_file", ms.Membership().GeneratedToken(),
-			"command", "leasehold serve --join "+serverURL+" --cluster-token-file COPY_OF_TOKEN_FILE --data-dir DIR --peer-listen HOST:PORT")
-	}
+	backend.LogJoinHint(s.store, serverURL, logger)
 	if cfg.ReadyFile != "" {
 		if err := sdnotify.WriteReadyFile(cfg.ReadyFile, serverURL); err != nil {
 			ln.Close()
