@@ -42,7 +42,8 @@ type layerRule struct {
 // member share. internal/ holds the leaves that sit outside the four
 // layers, which any of them may use (the top level is otherwise the design
 // card's: main.go, engine, storage, plugins, web): internal/cli,
-// internal/datadir and internal/pki, and the test-only internal/testneeds.
+// internal/datadir, internal/pki and internal/buildversion, and the
+// test-only internal/testneeds.
 // Their own rules keep them leaves, each apart from the others.
 var (
 	serverPackages = []string{"web", "web/apiserver/...", "web/auth/...", "web/metrics/...", "web/ui/...", "web/security/...", "web/sdnotify/...", "web/flowcontrol/..."}
@@ -83,6 +84,8 @@ var layerRules = []layerRule{
 	{pkgs: []string{"storage/cluster/clusterapi"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/..."},
 		allow: []string{"storage/cluster/clusterapi"},
 		why:   "the cluster's wire contract (join handshake, status, errors) is shared by the member, the joiner, the web server and \"leasehold cluster\", which must agree on every byte, so it must be a leaf: standard library only"},
+	{pkgs: []string{"internal/buildversion"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/datadir", "internal/pki", "internal/testneeds"},
+		why: "the version strings are read by the composition root and may be by any command, so they must be a leaf: standard library only"},
 	{pkgs: []string{"internal/pki"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/datadir", "internal/testneeds"},
 		why: "certificates are issued by the web server (--tls-auto) and by the cluster's CA (storage/cluster), so the issuer must be a leaf: standard library crypto only"},
 	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},

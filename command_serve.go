@@ -7,18 +7,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"strings"
 
-	"github.com/leasehold/leasehold/engine"
-	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/datadir"
-	"github.com/leasehold/leasehold/plugins/host"
 	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web/security"
 )
@@ -53,19 +47,12 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address (`host:port`) to serve the API on; recorded in the data directory, so that a restart without it serves where the last start did")
 	fs.StringVar(&cfg.DataDir, "data-dir", datadir.Default, "`directory` holding the database (leasehold.db) and generated files")
 	fs.StringVar(&cfg.WriteKubeconfig, "write-kubeconfig", "", "`path` to write a kubeconfig for local clients to (default <data-dir>/kubeconfig; \"-\" disables)")
-	fs.StringVar(&cfg.PluginsDir, "plugins-dir", "", "`directory` watched for election strategy modules (*.wasm) (default <data-dir>/plugins)")
-	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host `names` a request without credentials may address this server by, besides IP addresses, localhost and the --listen host (\".example.com\" allows its subdomains); other names are refused, so that a web page cannot reach the server through DNS rebinding")
-	fs.BoolVar(&cfg.PluginFollowSymlinks, "plugin-follow-symlinks", false, "let module, settings and signature files of --plugins-dir be symbolic links (default: regular files only; anything else is refused unopened)")
-	fs.DurationVar(&cfg.PluginTimeout, "plugin-timeout", host.DefaultDecisionTimeout(false), "wall-clock limit of one strategy decision (1s on wazero's compiler, 5s on its interpreter on 32-bit ARM); a module that exceeds it is cut off and the built-in strategy decides")
-	trustKeys := fs.String("plugin-trust-keys", "", "comma-separated `files` of PEM Ed25519 public keys (\"leasehold plugin keygen\" writes KEYFILE.pub; a file may hold several): load a module of --plugins-dir only with a valid MODULE.wasm.sig by one of them; built-ins are always trusted (default: no verification)")
-	fs.DurationVar(&cfg.FirstGrantWait, "election-first-grant-wait", election.DefaultFirstGrantWait, "how long the election controller waits, once the first candidate of a missing or vacant coordinated lease appears, for the others to register or answer a ping before it grants the lease, so that the best of candidates starting together gets it; also the most it waits for the ack of a holder whose lease expired (0: no wait)")
 	fs.IntVar(&cfg.MaxBodyBytes, "max-request-body-bytes", 3<<20, "largest request body accepted, in `bytes` (larger bodies get 413)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", "", "`path` to write the server's URL (e.g. http://127.0.0.1:41234) to once it accepts requests, and to remove when it stops: tells a parent process which port --listen host:0 chose (default off)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM, keep serving with /readyz failing for this long before closing, so load balancers stop sending requests first")
-	nsLifecycle := fs.String("namespace-lifecycle", string(engine.NamespacesImplicit), "what a create into a missing namespace does: \"implicit\" creates the namespace, \"strict\" answers 404 namespaces \"x\" not found as kube-apiserver")
-	fs.DurationVar(&cfg.Engine.EventTTL, "event-ttl", engine.DefaultEventTTL, "how long an Event is kept after its last write")
-	fs.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", engine.DefaultEventMaxCount, "most Events stored; beyond it the oldest are deleted")
-	fs.Int64Var(&cfg.Engine.EventMaxBytes, "event-max-bytes", engine.DefaultEventMaxBytes, "most `bytes` of stored Events; beyond it the oldest are deleted")
+	cfg.Engine.RegisterFlags(fs.FlagSet)
+	cfg.Election.RegisterFlags(fs.FlagSet)
+	cfg.Plugins.RegisterFlags(fs.FlagSet)
 	cfg.Storage.RegisterFlags(fs.FlagSet)
 	cfg.Security = security.RegisterFlags(fs.FlagSet)
 	cfg.Limits.RegisterFlags(fs.FlagSet)
@@ -73,23 +60,20 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if err := fs.ParseNoArgs(args); err != nil {
 		return cfg, err
 	}
-	given := givenFlags(fs)
+	given := fs.Given()
 	cfg.Storage.Cluster.Given = cluster.NewGivenFlags(given)
 	if err := cfg.Observability.Validate(); err != nil {
 		return cfg, err
 	}
-	var err error
-	if cfg.Engine.NamespaceLifecycle, err = engine.ParseNamespaceLifecycle(*nsLifecycle); err != nil {
-		return cfg, fmt.Errorf("invalid --namespace-lifecycle: %w", err)
-	}
-	if e := cfg.Engine; e.EventTTL <= 0 || e.EventMaxCount <= 0 || e.EventMaxBytes <= 0 {
-		return cfg, errors.New("--event-ttl, --event-max-count and --event-max-bytes must be positive")
+	if err := cfg.Engine.Validate(); err != nil {
+		return cfg, err
 	}
 	if cfg.DataDir == "" {
 		return cfg, errors.New("--data-dir must not be empty")
 	}
 	cfg.Layout = datadir.At(cfg.DataDir)
-	if err := cfg.resolveListen(given["listen"]); err != nil {
+	var err error
+	if cfg.Listen, cfg.ListenRecorded, cfg.ListenFromRecord, err = cfg.Layout.ResolveListen(cfg.Listen, given["listen"]); err != nil {
 		return cfg, err
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
@@ -98,30 +82,11 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 	if cfg.WriteKubeconfig == "" {
 		cfg.WriteKubeconfig = cfg.Layout.Kubeconfig()
 	}
-	if cfg.PluginsDir == "" {
-		cfg.PluginsDir = cfg.Layout.Plugins()
+	if err := cfg.Plugins.Resolve(cfg.Layout.Plugins()); err != nil {
+		return cfg, err
 	}
-	for _, h := range strings.Split(*allowedHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			cfg.AllowedHosts = append(cfg.AllowedHosts, h)
-		}
-	}
-	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
-		cfg.AllowedHosts = append(cfg.AllowedHosts, h)
-	}
-	for _, f := range strings.Split(*trustKeys, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			cfg.PluginTrustKeys = append(cfg.PluginTrustKeys, f)
-		}
-	}
-	if cfg.PluginTimeout <= 0 {
-		return cfg, fmt.Errorf("invalid --plugin-timeout %s: must be positive", cfg.PluginTimeout)
-	}
-	if cfg.FirstGrantWait < 0 {
-		return cfg, fmt.Errorf("invalid --election-first-grant-wait %s: must not be negative", cfg.FirstGrantWait)
-	}
-	if cfg.FirstGrantWait == 0 {
-		cfg.FirstGrantWait = -1 // the flag's "no wait" is election.Options' negative; its zero is the default
+	if err := cfg.Election.Validate(); err != nil {
+		return cfg, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("invalid --max-request-body-bytes %d: must be positive", cfg.MaxBodyBytes)
@@ -142,34 +107,4 @@ func parseServeFlags(fs *cli.FlagSet, args []string) (serveConfig, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// givenFlags are the flags given on the command line or through their
-// environment twins: the ones a restart applies over what the data
-// directory recorded, where the others' defaults would not.
-func givenFlags(fs *cli.FlagSet) map[string]bool {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := os.LookupEnv(cli.EnvName(f.Name)); ok {
-			given[f.Name] = true
-		}
-	})
-	return given
-}
-
-// resolveListen serves the API where the last start on the data directory
-// did when --listen is not given (a restart with --data-dir alone), and
-// at --listen when it is: moving the API is always safe (the kubeconfig
-// is rewritten for it), and serve records the new address once it listens.
-func (cfg *serveConfig) resolveListen(given bool) error {
-	rec, err := cfg.Layout.LoadAddresses()
-	if err != nil {
-		return err
-	}
-	cfg.ListenRecorded = rec.Listen
-	if !given && rec.Listen != "" {
-		cfg.Listen, cfg.ListenFromRecord = rec.Listen, true
-	}
-	return nil
 }

@@ -10,18 +10,6 @@ import (
 	"github.com/leasehold/leasehold/internal/datadir"
 )
 
-// TestPluginTrustKeysFlag: the flag takes a comma-separated list of files.
-func TestPluginTrustKeysFlag(t *testing.T) {
-	var stderr bytes.Buffer
-	cfg, err := parseServeFlags(cli.NewFlagSet("serve", "", &stderr), []string{"--plugin-trust-keys", "a.pub, b.pub,,"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(cfg.PluginTrustKeys, "|"); got != "a.pub|b.pub" {
-		t.Fatalf("PluginTrustKeys = %q", got)
-	}
-}
-
 // TestListenRecorded: without --listen, serve listens where the data
 // directory's record says the last start did; --listen or its environment
 // twin wins over the record. A recorded non-loopback address that the

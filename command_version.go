@@ -9,8 +9,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
-	"strings"
 
+	"github.com/leasehold/leasehold/internal/buildversion"
 	"github.com/leasehold/leasehold/internal/cli"
 )
 
@@ -29,43 +29,9 @@ var Version string
 
 func init() {
 	if Version == "" {
-		Version = devVersion(versionFile, debug.ReadBuildInfo)
+		Version = buildversion.Dev(versionFile, debug.ReadBuildInfo)
 	}
 }
-
-// devVersion is .ci/version's form for a build that is not a tagged release:
-// VERSION-dev, plus +<short commit> (and .dirty) when the build carries its
-// VCS settings.
-func devVersion(file string, readBuildInfo func() (*debug.BuildInfo, bool)) string {
-	v := strings.TrimSpace(file) + "-dev"
-	bi, ok := readBuildInfo()
-	if !ok {
-		return v
-	}
-	rev, dirty := "", ""
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = ".dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return v
-	}
-	return v + "+" + rev[:min(7, len(rev))] + dirty
-}
-
-// The Kubernetes release whose coordination.k8s.io API leasehold implements;
-// /version reports it, as kubectl and client-go expect a kube-apiserver to.
-const (
-	kubeMajor          = "1"
-	kubeMinor          = "37"
-	kubeMinCompatMinor = "36"
-)
 
 var versionCommand = cli.Command{
 	Name:     "version",
@@ -77,7 +43,7 @@ var versionCommand = cli.Command{
 			return code
 		}
 		fmt.Fprintf(stdout, "leasehold %s (Kubernetes API v%s.%s, %s %s/%s)\n",
-			Version, kubeMajor, kubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			Version, buildversion.KubeMajor, buildversion.KubeMinor, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return cli.ExitOK
 	},
 }

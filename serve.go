@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
+	"github.com/leasehold/leasehold/internal/buildversion"
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
@@ -46,28 +47,14 @@ type serveConfig struct {
 	Layout          datadir.Layout
 	WriteKubeconfig string
 	// ReadyFile receives the server's URL once it accepts requests ("": off).
-	ReadyFile  string
-	PluginsDir string
-	// AllowedHosts are further names an unauthenticated request's Host
-	// header may give (web.Options.AllowedHosts).
-	AllowedHosts []string
-	// PluginFollowSymlinks lets files of PluginsDir be symbolic links.
-	PluginFollowSymlinks bool
-	PluginTimeout        time.Duration
-	// FirstGrantWait is election.Options.FirstGrantWait (negative: none).
-	FirstGrantWait time.Duration
-	MaxBodyBytes   int
-	ShutdownDelay  time.Duration
+	ReadyFile     string
+	MaxBodyBytes  int
+	ShutdownDelay time.Duration
 
-	// Engine holds --namespace-lifecycle and the bounds of the stored
-	// Events; serve adds the store and the rest.
-	Engine engine.Options
-
-	// PluginTrustKeys are the files of public keys whose signatures make
-	// a plugins-directory module loadable (empty: no verification).
-	PluginTrustKeys []string
-
-	Storage backend.Config
+	Engine   engine.Flags
+	Election election.Flags
+	Plugins  host.Flags
+	Storage  backend.Config
 	// StorageMode is which storage runs, resolved from Storage and the
 	// data directory before anything starts.
 	StorageMode   backend.Mode
@@ -136,7 +123,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// guest takes seconds, tens of them on a busy small device), and
 	// shutdown must not wait for it. It touches no storage.
 	var loaderDone chan struct{} // made when the loader starts
-	defer func() { s.closePlugins(ctx, loaderDone) }()
+	defer func() { s.plugins.CloseAfterRun(ctx, loaderDone) }()
 	electionOpts, first, err := s.newElection()
 	if err != nil {
 		return err
@@ -164,13 +151,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	logger.Info("Serving the Lease API", "url", serverURL, "storage", s.dbPath,
 		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
-	if ms, ok := s.store.(*backend.MemberStore); ok && ms.Membership().GeneratedToken() != "" {
-		// As kubeadm and k3s do, the new cluster says how to join it once;
-		// unlike them, by the token's file, never the token (logs travel).
-		logger.Info("A new cluster with a generated token: copy the token file to each device that joins, then run there the command",
-			"token_file", ms.Membership().GeneratedToken(),
-			"command", "leasehold serve --join "+serverURL+" --cluster-token-file COPY_OF_TOKEN_FILE --data-dir DIR --peer-listen HOST:PORT")
-	}
+	backend.LogJoinHint(s.store, serverURL, logger)
 	if cfg.ReadyFile != "" {
 		if err := sdnotify.WriteReadyFile(cfg.ReadyFile, serverURL); err != nil {
 			ln.Close()
@@ -188,31 +169,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	return err
 }
 
-// pluginLoaderShutdownWait bounds how long shutdown waits for the plugins
-// directory's loader to notice it is over.
-const pluginLoaderShutdownWait = 2 * time.Second
-
-// closePlugins releases the strategy modules' runtime once the loader
-// has stopped; a loader still compiling a module is left to the process's
-// exit (nothing it writes is half-written: the compilation cache renames
-// its files into place).
-func (s *server) closePlugins(ctx context.Context, loaderDone <-chan struct{}) {
-	if loaderDone == nil { // it never started
-		_ = s.plugins.Close(context.WithoutCancel(ctx))
-		return
-	}
-	select {
-	case <-loaderDone:
-		_ = s.plugins.Close(context.WithoutCancel(ctx))
-	case <-time.After(pluginLoaderShutdownWait):
-		s.log.Warn("Stopping while a strategy module compiles; not waiting for it",
-			"component", "plugins", "waited", pluginLoaderShutdownWait.String())
-	}
-}
-
 // startEngine starts the Kubernetes semantics over the store.
 func (s *server) startEngine(ctx context.Context) error {
-	opts := s.cfg.Engine
+	opts := s.cfg.Engine.Options
 	opts.Store, opts.Logger = s.store, s.log.With("component", "engine")
 	opts.WatchQueueBytes, opts.WatchQueueBytesTotal = int64(s.cfg.Limits.WatchQueueBytes), int64(s.cfg.Limits.WatchQueueBytesTotal)
 	eng, err := engine.New(opts)
@@ -230,12 +189,12 @@ func (s *server) startEngine(ctx context.Context) error {
 // is then watched for new, changed and removed modules.
 func (s *server) loadPlugins(ctx context.Context) error {
 	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
-	trust, err := signature.LoadTrust(s.cfg.PluginTrustKeys, s.cfg.PluginsDir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
+	trust, err := signature.LoadTrust(s.cfg.Plugins.TrustKeys, s.cfg.Plugins.Dir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
 	if err != nil {
 		return err
 	}
 	s.plugins, err = host.New(ctx, host.Options{
-		Dir:      s.cfg.PluginsDir,
+		Dir:      s.cfg.Plugins.Dir,
 		CacheDir: s.cfg.Layout.WASMCache(),
 		Logger:   s.log,
 		OnChange: func() {
@@ -244,7 +203,7 @@ func (s *server) loadPlugins(ctx context.Context) error {
 			}
 		},
 		TrustKeys:      trust,
-		FollowSymlinks: s.cfg.PluginFollowSymlinks,
+		FollowSymlinks: s.cfg.Plugins.FollowSymlinks,
 	})
 	if err != nil {
 		return fmt.Errorf("load strategy plugins: %w", err)
@@ -258,13 +217,13 @@ func (s *server) newElection() (election.Options, *election.Controller, error) {
 	opts := election.Options{Engine: s.eng, History: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
-		DecideTimeout: s.cfg.PluginTimeout,
+		DecideTimeout: s.cfg.Plugins.Timeout,
 		// A lease whose strategy is not served yet waits for the plugins
 		// directory's first load (bounded by the controller's
 		// StrategiesLoadWait), so that a custom strategy is not judged
 		// missing at every start.
 		StrategiesLoaded: s.plugins.Loaded(),
-		FirstGrantWait:   s.cfg.FirstGrantWait}
+		FirstGrantWait:   s.cfg.Election.FirstGrantWait}
 	if fb, ok := s.plugins.Builtin(abi.BuiltinStrategy); ok {
 		opts.Fallback = fb
 	}
@@ -307,9 +266,9 @@ func (s *server) leadElection(ctx context.Context, opts election.Options, first 
 // would be wrong.
 func (s *server) webOptions(sec *security.Security) web.Options {
 	opts := web.Options{
-		AllowedHosts: s.cfg.AllowedHosts,
+		AllowedHosts: s.cfg.Security.AllowedHosts(s.cfg.Listen),
 		Engine:       s.eng, Logger: s.log.With("component", "web"),
-		Version:             web.BuildVersion(kubeMajor, kubeMinor, kubeMinCompatMinor, Version),
+		Version:             web.BuildVersion(buildversion.KubeMajor, buildversion.KubeMinor, buildversion.KubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
@@ -355,7 +314,7 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	serverURL := security.ServerURL(sec.Scheme(), ln.Addr().String())
-	if err := s.recordListen(); err != nil {
+	if err := s.cfg.Layout.RecordListen(s.cfg.Listen, s.cfg.ListenRecorded, s.log); err != nil {
 		ln.Close()
 		return nil, "", err
 	}
@@ -366,22 +325,6 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 		}
 	}
 	return ln, serverURL, nil
-}
-
-// recordListen records --listen in the data directory once the server
-// listens there, so that a restart without it serves at the same address.
-func (s *server) recordListen() error {
-	if s.cfg.Listen == s.cfg.ListenRecorded {
-		return nil
-	}
-	if s.cfg.ListenRecorded != "" {
-		s.log.Info("The API moved; the new address is recorded for restarts", "listen", s.cfg.Listen,
-			"before", s.cfg.ListenRecorded, "file", s.cfg.Layout.AddressesFile())
-	}
-	if err := s.cfg.Layout.SaveAddresses(datadir.Addresses{Listen: s.cfg.Listen}); err != nil {
-		return fmt.Errorf("record the API's address: %w", err)
-	}
-	return nil
 }
 
 // serveUntilDone serves on ln until ctx is done, or until a cluster

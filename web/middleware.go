@@ -70,21 +70,8 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		s.notFound(rc)
 		return
 	}
-	if !public && s.authn.Enabled() && s.authz != nil && !auth.IsSelfReview(info) {
-		allowed, reason := s.authz.Authorize(user, info)
-		if allowed && isAdminPath(info.Path) {
-			// Admin endpoints reveal or replace every namespace's objects:
-			// the path being allowed is not enough.
-			allowed, reason = s.authz.Authorize(user, readEverything)
-			if !allowed {
-				reason = "admin endpoints need a policy that may read every resource in every namespace"
-			}
-		}
-		if !allowed {
-			discardBody(rc, drainBytes)
-			s.api.WriteError(rc, auth.Forbidden(user, info, reason))
-			return
-		}
+	if !public && s.authn.Enabled() && s.authz != nil && !auth.IsSelfReview(info) && !s.authorize(rc, user, info) {
+		return
 	}
 	// Flow control (priority and fairness) admits the request before its
 	// body is read, so a queued request holds no body memory.
@@ -149,6 +136,25 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			streamed = holdListBytes(rc, ticket)
 		}
 	}
+}
+
+// authorize reports whether user may make the request info describes,
+// and answers 403 when not.
+func (s *Server) authorize(rc *fasthttp.RequestCtx, user auth.User, info auth.RequestInfo) bool {
+	allowed, reason := s.authz.Authorize(user, info)
+	if allowed && isAdminPath(info.Path) {
+		// Admin endpoints reveal or replace every namespace's objects:
+		// the path being allowed is not enough.
+		allowed, reason = s.authz.Authorize(user, readEverything)
+		if !allowed {
+			reason = "admin endpoints need a policy that may read every resource in every namespace"
+		}
+	}
+	if !allowed {
+		discardBody(rc, drainBytes)
+		s.api.WriteError(rc, auth.Forbidden(user, info, reason))
+	}
+	return allowed
 }
 
 // requestInfo is what authorization and the access log see of a request:

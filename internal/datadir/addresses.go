@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 )
@@ -81,6 +82,39 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync() // the rename's directory entry; not every filesystem syncs a directory
 		_ = d.Close()
+	}
+	return nil
+}
+
+// ResolveListen is where serve listens: at listen when --listen was given,
+// else where the last start on the directory did (a restart with
+// --data-dir alone), else at listen, --listen's default. Moving the API is
+// always safe (the kubeconfig is rewritten for it). recorded is the
+// recorded address ("" when none); fromRecord says addr is it.
+func (l Layout) ResolveListen(listen string, given bool) (addr, recorded string, fromRecord bool, err error) {
+	rec, err := l.LoadAddresses()
+	if err != nil {
+		return listen, "", false, err
+	}
+	if !given && rec.Listen != "" {
+		return rec.Listen, rec.Listen, true, nil
+	}
+	return listen, rec.Listen, false, nil
+}
+
+// RecordListen records listen once the server listens there, so that a
+// restart without --listen serves at the same address; recorded is what
+// ResolveListen found recorded.
+func (l Layout) RecordListen(listen, recorded string, log *slog.Logger) error {
+	if listen == recorded {
+		return nil
+	}
+	if recorded != "" {
+		log.Info("The API moved; the new address is recorded for restarts", "listen", listen,
+			"before", recorded, "file", l.AddressesFile())
+	}
+	if err := l.SaveAddresses(Addresses{Listen: listen}); err != nil {
+		return fmt.Errorf("record the API's address: %w", err)
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ type Config struct {
 	// The loudly named escape hatches for trusted networks.
 	AllowUnauthenticatedNetwork bool
 	AllowHTTPNetwork            bool
+	// allowedHosts is --allowed-hosts as given (AllowedHosts).
+	allowedHosts string
 }
 
 // RegisterFlags adds the security flags to fs and returns the Config they
@@ -58,7 +60,24 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.KubeconfigUser, "write-kubeconfig-user", "", "token-file `user` whose token goes into the written kubeconfig (default: the file's first entry)")
 	fs.BoolVar(&c.AllowUnauthenticatedNetwork, "insecure-allow-unauthenticated-network", false, "DANGEROUS: serve on a non-loopback address without any authenticator, so anyone who can connect may change every lease")
 	fs.BoolVar(&c.AllowHTTPNetwork, "insecure-allow-http-network", false, "DANGEROUS: serve plain HTTP on a non-loopback address (with --tls-auto=false and no certificate), so tokens and leases cross the network in clear text")
+	fs.StringVar(&c.allowedHosts, "allowed-hosts", "", "comma-separated host `names` a request without credentials may address this server by, besides IP addresses, localhost and the --listen host (\".example.com\" allows its subdomains); other names are refused, so that a web page cannot reach the server through DNS rebinding")
 	return c
+}
+
+// AllowedHosts are the further names an unauthenticated request's Host
+// header may give (web.Options.AllowedHosts): --allowed-hosts and the
+// host of listen.
+func (c *Config) AllowedHosts(listen string) []string {
+	var hosts []string
+	for _, h := range strings.Split(c.allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // OptionalBool is a bool flag that remembers whether it was given (on the

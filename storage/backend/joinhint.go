@@ -1,0 +1,18 @@
+package backend
+
+import "log/slog"
+
+// LogJoinHint tells once, when store is a cluster member whose start
+// generated the cluster token, how another device joins the new cluster
+// at serverURL. As kubeadm and k3s do, the new cluster says how to join
+// it once; unlike them, by the token's file, never the token (logs
+// travel). Other stores log nothing.
+func LogJoinHint(store Store, serverURL string, log *slog.Logger) {
+	ms, ok := store.(*MemberStore)
+	if !ok || ms.Membership().GeneratedToken() == "" {
+		return
+	}
+	log.Info("A new cluster with a generated token: copy the token file to each device that joins, then run there the command",
+		"token_file", ms.Membership().GeneratedToken(),
+		"command", "leasehold serve --join "+serverURL+" --cluster-token-file COPY_OF_TOKEN_FILE --data-dir DIR --peer-listen HOST:PORT")
+}
