@@ -81,13 +81,7 @@ func ParseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
 // SignPeer is IssuePeer for a key the holder generated: a certificate for
 // both ends of mutual TLS, for commonName and hosts, on pub.
 func (a *Authority) SignPeer(commonName string, hosts []string, pub crypto.PublicKey) ([]byte, error) {
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: commonName},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	tmpl.DNSNames, tmpl.IPAddresses = splitHosts(hosts)
-	return a.sign(tmpl, CAValidity, pub)
+	return a.sign(peerTemplate(commonName, hosts), CAValidity, pub)
 }
 
 // SignLongLivedClient is IssueLongLivedClient for a key the holder
@@ -96,6 +90,8 @@ func (a *Authority) SignLongLivedClient(commonName string, groups []string, pub 
 	return a.sign(clientTemplate(commonName, groups), CAValidity, pub)
 }
 
+// sign signs tmpl for pub with the CA's key, valid from an hour ago
+// (small clock skew) for validity, but never past the CA itself.
 func (a *Authority) sign(tmpl *x509.Certificate, validity time.Duration, pub crypto.PublicKey) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"time"
 )
 
@@ -98,13 +97,7 @@ func (a *Authority) IssueServing(commonName string, hosts []string) (certPEM, ke
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	tmpl.DNSNames, tmpl.IPAddresses = splitHosts(hosts)
 	return a.issue(tmpl, ServingValidity)
 }
 
@@ -112,19 +105,19 @@ func (a *Authority) IssueServing(commonName string, hosts []string) (certPEM, ke
 // client, for hosts: what an etcd member presents to its peers and
 // clients, and to the other members when it dials them.
 func (a *Authority) IssuePeer(commonName string, hosts []string) (certPEM, keyPEM []byte, err error) {
+	return a.issue(peerTemplate(commonName, hosts), CAValidity)
+}
+
+// peerTemplate is the template of a certificate for both ends of mutual
+// TLS (IssuePeer, SignPeer).
+func peerTemplate(commonName string, hosts []string) *x509.Certificate {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	return a.issue(tmpl, CAValidity)
+	tmpl.DNSNames, tmpl.IPAddresses = splitHosts(hosts)
+	return tmpl
 }
 
 // IssueClient issues a client certificate that kube-apiserver (and
@@ -153,22 +146,13 @@ func (a *Authority) issue(tmpl *x509.Certificate, validity time.Duration) (certP
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: generate key: %w", err)
 	}
-	now := time.Now()
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour) // tolerate small clock skew
-	tmpl.NotAfter = now.Add(validity)
-	if tmpl.NotAfter.After(a.Cert.NotAfter) {
-		tmpl.NotAfter = a.Cert.NotAfter
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Cert, key.Public(), a.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pki: create certificate: %w", err)
-	}
-	keyPEM, err = encodeKey(key)
-	if err != nil {
+	if certPEM, err = a.sign(tmpl, validity, key.Public()); err != nil {
 		return nil, nil, err
 	}
-	return encodeCert(der), keyPEM, nil
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
 }
 
 // serial is a random 128-bit serial number, as RFC 5280 recommends.
