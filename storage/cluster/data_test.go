@@ -58,6 +58,24 @@ func recordMember(t *testing.T, m *Member, c Config) {
 	}
 }
 
+// joinMember admits the member of c through m as the join does (its
+// certificate recorded, a learner added) and starts it; c is left as
+// the member was started with.
+func joinMember(ctx context.Context, t *testing.T, m *Member, c *Config) *Member {
+	t.Helper()
+	recordMember(t, m, *c)
+	ad, err := m.AddLearner(ctx, c.Name, c.AdvertisePeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InitialCluster, c.Join = ad.InitialCluster, true
+	joined, err := Start(ctx, *c)
+	if err != nil {
+		t.Fatalf("join %s: %v", c.Name, err)
+	}
+	return joined
+}
+
 // memberConfig lays out member name in dir on two free loopback ports
 // (or those of like, when given) with a certificate of ca.
 func memberConfig(t *testing.T, ca *testCA, dir, name string, like *State) Config {
@@ -160,16 +178,7 @@ func TestSnapshotAndRestore(t *testing.T) {
 	}
 	defer m1.Close()
 	c2 := memberConfig(t, oldCA, t.TempDir(), "m2", nil)
-	recordMember(t, m1, c2)
-	ad, err := m1.AddLearner(ctx, "m2", c2.AdvertisePeer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2.InitialCluster, c2.Join = ad.InitialCluster, true
-	m2, err := Start(ctx, c2)
-	if err != nil {
-		t.Fatalf("join m2: %v", err)
-	}
+	m2 := joinMember(ctx, t, m1, &c2)
 	defer m2.Close()
 	for i := range 20 {
 		if _, err := m1.client.Put(ctx, fmt.Sprintf("/leasehold/registry/namespaces/ns%02d", i), "ok"); err != nil {

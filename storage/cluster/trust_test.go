@@ -286,16 +286,7 @@ func TestRevokedMemberPeerConnectionsClose(t *testing.T) {
 	}
 	defer m1.Close()
 	c2 := memberConfig(t, ca, t.TempDir(), "m2", nil)
-	recordMember(t, m1, c2)
-	ad, err := m1.AddLearner(ctx, "m2", c2.AdvertisePeer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2.InitialCluster, c2.Join = ad.InitialCluster, true
-	m2, err := Start(ctx, c2)
-	if err != nil {
-		t.Fatalf("join m2: %v", err)
-	}
+	m2 := joinMember(ctx, t, m1, &c2)
 	defer m2.Close()
 	fp2 := m2.gate.self
 	open := func() int {
