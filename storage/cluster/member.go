@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -650,17 +649,18 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 
 // Revoke revokes every certificate of the replica called name and rotates
 // the cluster token: its next request, on any member, is refused, and its
-// open watches end. It needs a quorum, as Remove does.
+// open watches end. It needs a quorum, as Remove does, and is refused or
+// told to wait in the same words.
 func (m *Member) Revoke(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
 	if m.etcd.Server.Leader() == 0 {
-		return m.revokeBlocked(ctx, name)
+		return m.removalBlocked(ctx, name, nil, nil)
 	}
 	n, err := revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindReplica, name)
 	if err != nil {
-		if m.quorumLost(err) {
-			return m.revokeBlocked(context.WithoutCancel(ctx), name)
+		if waitable(err) || m.etcd.Server.Leader() == 0 {
+			return m.removalBlocked(ctx, name, nil, err)
 		}
 		return fmt.Errorf("cluster: revoke replica %s: %w", name, err)
 	}
@@ -694,36 +694,4 @@ func (m *Member) isMember(name string) bool {
 		}
 	}
 	return false
-}
-
-// quorumLost reports whether a membership request failed for want of a
-// leader.
-func (m *Member) quorumLost(err error) bool {
-	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || m.etcd.Server.Leader() == 0
-}
-
-// revokeBlocked is the error of a revocation without a quorum: how many
-// voting members answer, how many a quorum needs, and what to do.
-func (m *Member) revokeBlocked(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	voters, up := 0, 0
-	if st, err := m.Status(ctx); err == nil {
-		for _, ms := range st.Members {
-			if ms.Learner {
-				continue
-			}
-			voters++
-			// A member that answers at all is up, leader or not.
-			if ms.RaftTerm != 0 {
-				up++
-			}
-		}
-	}
-	return fmt.Errorf("cluster: cannot revoke %s: %w: %d of %d voting members are reachable and a quorum needs %d, "+
-		"and the credentials record changes only with a quorum. Start enough of the stopped members again "+
-		"(each with its data directory) to restore the quorum; "+
-		"if a majority is lost for good, run 'leasehold cluster reset' on the survivor with the most data", name, ErrNoQuorum, up, voters, voters/2+1)
 }

@@ -54,7 +54,8 @@ func (m *Member) leaderSilent(ctx context.Context, name string, target *membersh
 }
 
 // removalBlocked says truthfully why target (asked for as name) was not
-// removed; cause is etcd's error (nil when this member knows no leader).
+// removed, or a replica (target nil) not revoked; cause is etcd's error
+// (nil when this member knows no leader).
 // Without a quorum of voting members answering, or when the removal
 // would leave the others without one, it fails with ErrNoQuorum and what
 // to do. When a quorum answers, what is missing passes by itself (an
@@ -80,7 +81,7 @@ func (m *Member) removalBlocked(ctx context.Context, name string, target *member
 			} else {
 				silent = append(silent, ms.Name)
 			}
-			if ms.ID == target.ID.String() {
+			if target != nil && ms.ID == target.ID.String() {
 				targetVoter, targetUp = true, answered
 			}
 		}
