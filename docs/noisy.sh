@@ -8,7 +8,9 @@
 #   docs/noisy.sh [SCENARIO...]   # default: list watch patch idle
 #
 # SERVER_BIN runs another server binary (e.g. an older build, for a
-# before/after); SERVER_FLAGS adds serve flags. Needs: go, curl, jq.
+# before/after); SERVER_FLAGS adds serve flags; BENCH_FLAGS adds bench
+# flags (--noise-process=false runs the neighbour inside the measuring
+# process, as before). Needs: go, curl, jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/bench-results}
@@ -39,8 +41,8 @@ for mode in "${@:-list watch patch idle}"; do
 		echo "$m: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 		"$BIN" bench --server "$SERVER" --server-pid "$SRV_PID" --output json \
 			--leases 200 --clients 50 --rate 200 --warmup 5s --duration "$DURATION" \
-			--noise "$m" >"$OUT/noisy-$m.json" || true
+			--noise "$m" ${BENCH_FLAGS:-} >"$OUT/noisy-$m.json" || true
 		stop_server
-		jq -c '{noise: .noise.mode, offered, done_pct: ((.done_ratio // 0) * 100 | floor), renewals_per_sec, p99_ms: .latency.p99_ms, max_ms: .latency.max_ms, errors, first_error, peak_rss_mib: ((.server_peak_rss_bytes // 0) / 1048576 | floor), noise_ops_per_sec: .noise.ops_per_sec, noise_rejected: .noise.rejected, noise_errors: .noise.errors, noise_first_error: .noise.first_error, load: .loadavg_at_end}' "$OUT/noisy-$m.json" 2>/dev/null || cat "$OUT/noisy-$m.json"
+		jq -c '{noise: .noise.mode, offered, done_pct: ((.done_ratio // 0) * 100 | floor), renewals_per_sec, p99_ms: .latency.p99_ms, max_ms: .latency.max_ms, server_get_p99_ms: .server_latency.get_p99_ms, server_put_p99_ms: .server_latency.put_p99_ms, errors, first_error, peak_rss_mib: ((.server_peak_rss_bytes // 0) / 1048576 | floor), noise_ops_per_sec: .noise.ops_per_sec, noise_rejected: .noise.rejected, noise_errors: .noise.errors, noise_first_error: .noise.first_error, load: .loadavg_at_end}' "$OUT/noisy-$m.json" 2>/dev/null || cat "$OUT/noisy-$m.json"
 	done
 done

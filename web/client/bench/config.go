@@ -55,6 +55,11 @@ type Config struct {
 	// NoiseClients is the neighbour's concurrency (0: the mode's
 	// default, see noiseDefaults).
 	NoiseClients int `json:"noise_clients,omitempty"`
+	// NoiseProcess runs the neighbour in a child process (see
+	// noiseProcess); NoiseOnly is that child: the neighbour alone, until
+	// stdin closes.
+	NoiseProcess bool `json:"noise_process,omitempty"`
+	NoiseOnly    bool `json:"-"`
 	// NoiseBytes is the annotation size of NoisePatch's patches.
 	NoiseBytes int `json:"noise_bytes,omitempty"`
 	// Output is "text" or "json".
@@ -108,6 +113,8 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.NoiseObjects, "noise-objects", cfg.NoiseObjects, "leases created in --noise-namespace for the neighbour")
 	fs.IntVar(&cfg.NoiseClients, "noise-clients", 0, "the neighbour's concurrency (0: 48 LIST loops, 200 watchers, 16 patchers or 2000 idle connections)")
 	fs.IntVar(&cfg.NoiseBytes, "noise-bytes", cfg.NoiseBytes, "annotation `bytes` of each --noise patch")
+	fs.BoolVar(&cfg.NoiseProcess, "noise-process", true, "run the neighbour in a child process, so that it does not share the renewers' Go runtime (false: in this process)")
+	fs.BoolVar(&cfg.NoiseOnly, "noise-only", false, "run only the neighbour until stdin closes, then print its report as JSON (what --noise-process starts)")
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "report format: `text` or json")
 	fs.Alias("n", "namespace")
 	fs.Alias("o", "output")
@@ -133,6 +140,8 @@ func (c *Config) validate() error {
 		return errors.New("--duration must be positive")
 	case c.Warmup < 0 || c.Rate < 0 || c.Watchers < 0 || c.Candidates < 0 || c.ListRuns < 0:
 		return errors.New("--warmup, --rate, --watchers, --candidates and --list must not be negative")
+	case c.NoiseOnly && c.Noise == "":
+		return errors.New("--noise-only needs --noise")
 	case c.Noise != "" && noiseDefaults[c.Noise] == 0:
 		return fmt.Errorf("invalid --noise %q: use list, watch, patch or idle", c.Noise)
 	case c.Noise != "" && (c.NoiseObjects <= 0 || c.NoiseClients < 0 || c.NoiseBytes < 0 || c.NoiseNamespace == "" || c.NoiseNamespace == c.Namespace):

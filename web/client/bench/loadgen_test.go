@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,9 @@ func TestSmoke(t *testing.T) {
 	}
 	if l := res.List; l == nil || l.Items != cfg.Leases {
 		t.Errorf("list %+v, want %d items", l, cfg.Leases)
+	}
+	if sl := res.Server; sl == nil || sl.Puts == 0 || sl.Gets == 0 || sl.PutP99Ms <= 0 {
+		t.Errorf("server latency %+v: the server's histogram should count the window's renewals", sl)
 	}
 	var text strings.Builder
 	res.WriteText(&text)
@@ -161,5 +165,39 @@ func TestLastRenewTime(t *testing.T) {
 	}
 	if lastRenewTime([]byte(`{"spec":{}}`)) != -1 {
 		t.Fatal("found a renewTime in a lease without one")
+	}
+}
+
+// TestServerQuantile checks the histogram_quantile estimate over the
+// difference of two scrapes, and the parse of a /metrics bucket line.
+func TestServerQuantile(t *testing.T) {
+	le, n, ok := promBucket(`leasehold_http_request_duration_seconds_bucket{verb="PUT",group="coordination.k8s.io",version="v1",resource="leases",le="0.025"} 1861`)
+	if !ok || le != 0.025 || n != 1861 {
+		t.Fatalf("promBucket = %v, %d, %v", le, n, ok)
+	}
+	if _, _, ok := promBucket(`x_bucket{le="abc"} 1`); ok {
+		t.Error("promBucket accepted a bound that is not a number")
+	}
+	inf := math.Inf(1)
+	before := promHistogram{0.01: 100, 0.05: 100, 0.1: 100, inf: 100}
+	// 100 new observations: 90 under 10 ms, 10 between 50 and 100 ms.
+	after := promHistogram{0.01: 190, 0.05: 190, 0.1: 200, inf: 200}
+	ms, total := quantile(0.99, before, after)
+	if total != 100 {
+		t.Fatalf("total %d, want 100", total)
+	}
+	// Rank 99 lies 9 of the 10 observations into (50 ms, 100 ms]: 95 ms.
+	if math.Abs(ms-95) > 1e-9 {
+		t.Errorf("p99 = %v ms, want 95", ms)
+	}
+	if ms, _ := quantile(0.5, before, after); ms <= 0 || ms > 10 {
+		t.Errorf("p50 = %v ms, want within the first bucket", ms)
+	}
+	if ms, total := quantile(0.99, after, after); ms != 0 || total != 0 {
+		t.Errorf("no observations: %v ms over %d", ms, total)
+	}
+	beyond := promHistogram{0.01: 190, 0.05: 190, 0.1: 190, inf: 200}
+	if ms, _ := quantile(0.99, before, beyond); ms != 100 {
+		t.Errorf("p99 beyond the last bound = %v ms, want that bound (100)", ms)
 	}
 }

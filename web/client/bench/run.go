@@ -58,6 +58,9 @@ type Result struct {
 	Candidates *CandidateResult `json:"candidates,omitempty"`
 	List       *ListResult      `json:"list,omitempty"`
 	Noise      *NoiseResult     `json:"noise,omitempty"`
+	// Server is the server's own latency for the renewals' GETs and PUTs
+	// (from its /metrics), when it could be read.
+	Server *ServerLatency `json:"server_latency,omitempty"`
 }
 
 // WatchResult says whether every watcher saw every renewal, and how late.
@@ -106,6 +109,13 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "leasehold bench: %v\n%s\n", err, cli.HelpHint("leasehold bench"))
 		return cli.ExitUsage
 	}
+	if cfg.NoiseOnly {
+		if err := runNoiseOnly(ctx, cfg, os.Stdin, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	res, err := Run(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold bench: %v\n", err)
@@ -141,13 +151,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 			return nil, err
 		}
 	}
-	var nz *noise
+	var nz noiseRunner
 	if cfg.Noise != "" {
 		var err error
-		if nz, err = startNoise(ctx, &cfg); err != nil {
+		where := "in this process"
+		if cfg.NoiseProcess {
+			nz, err = startNoiseProcess(ctx, &cfg)
+			where = "in a child process"
+		} else {
+			nz, err = startNoise(ctx, &cfg)
+		}
+		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(progress, "noise: %s, %d clients\n", cfg.Noise, cfg.NoiseClients)
+		fmt.Fprintf(progress, "noise: %s, %d clients, %s\n", cfg.Noise, cfg.NoiseClients, where)
 	}
 	noiseStart := time.Now()
 
@@ -176,7 +193,19 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	fmt.Fprintf(progress, "load: %d clients over %d leases, warmup %s, measuring %s\n", cfg.Clients, cfg.Leases, cfg.Warmup, cfg.Duration)
 
 	var cpu cpuSamples
-	if !cpu.sample(ctx, cfg.ServerPID, win) {
+	var hist [4]promHistogram // GET, PUT at the window's start; GET, PUT at its end
+	var histErr error
+	scrape := func(end bool) {
+		i := 0
+		if end {
+			i = 2
+		}
+		var err error
+		if hist[i], hist[i+1], err = leaseHistograms(&cfg, hc); err != nil && histErr == nil {
+			histErr = err
+		}
+	}
+	if !cpu.sample(ctx, cfg.ServerPID, win, scrape) {
 		close(stop)
 		wg.Wait()
 		if nz != nil {
@@ -193,6 +222,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 
 	if err := res.addRenewals(&cfg, renewers, &cpu); err != nil {
 		return nil, err
+	}
+	if histErr == nil {
+		res.Server = serverLatency(hist[0], hist[1], hist[2], hist[3])
+	} else {
+		fmt.Fprintf(progress, "server latency: not read: %v\n", histErr)
 	}
 	if cfg.Candidates > 0 {
 		res.Candidates = sumCandidates(churners)
@@ -275,15 +309,17 @@ func startLoad(cfg *Config, hc *fasthttp.HostClient, win window, stop <-chan str
 // sample waits for win to start and samples the CPU times of the server
 // (pid) and of this process at both of its ends. It reports false, with
 // nothing sampled, when ctx ends before win starts.
-func (c *cpuSamples) sample(ctx context.Context, pid int, win window) bool {
+func (c *cpuSamples) sample(ctx context.Context, pid int, win window, atEdge func(end bool)) bool {
 	if !sleepUntil(ctx, win.start) {
 		return false
 	}
 	c.server0, c.serverErr0 = procCPU(pid)
 	c.self0, _ = procCPU(0)
+	atEdge(false)
 	sleepUntil(ctx, win.end)
 	c.server1, c.serverErr1 = procCPU(pid)
 	c.self1, _ = procCPU(0)
+	atEdge(true)
 	c.measured = time.Since(win.start)
 	return true
 }
@@ -503,6 +539,9 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	if lr := r.List; lr != nil {
 		fmt.Fprintf(w, "list:      %d items (%d bytes), p50 %.2f ms, p99 %.2f ms\n", lr.Items, lr.Bytes, lr.Latency.P50, lr.Latency.P99)
+	}
+	if sl := r.Server; sl != nil {
+		fmt.Fprintf(w, "server:    its own p99 (histogram estimate): GET %.1f ms over %d, PUT %.1f ms over %d\n", sl.GetP99Ms, sl.Gets, sl.PutP99Ms, sl.Puts)
 	}
 	if nr := r.Noise; nr != nil {
 		fmt.Fprintf(w, "noise:     %s, %d clients over %d leases: %d requests (%.1f/s), %d rejected (429), %d errors, %.1f MiB read %s\n",
