@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/storage"
@@ -230,4 +231,54 @@ func (s *Store) watchDrainsOnce(ctx context.Context, replace func([]DrainRecord)
 			}
 		}
 	}
+}
+
+// DrainSet is an in-memory copy of every drain record, kept current by a
+// watch (Run): for lookups on hot paths, such as the rows of a printed
+// LeaseCandidate list.
+type DrainSet struct {
+	s  *Store
+	mu sync.RWMutex
+	// byNS maps namespace and identity to the record.
+	byNS map[string]map[string]DrainRecord
+}
+
+// NewDrainSet returns an empty set over s; Run fills it.
+func (s *Store) NewDrainSet() *DrainSet {
+	return &DrainSet{s: s, byNS: map[string]map[string]DrainRecord{}}
+}
+
+// Run keeps the set current until ctx ends.
+func (d *DrainSet) Run(ctx context.Context) {
+	d.s.WatchDrains(ctx, func(recs []DrainRecord) {
+		byNS := map[string]map[string]DrainRecord{}
+		for _, r := range recs {
+			if byNS[r.Namespace] == nil {
+				byNS[r.Namespace] = map[string]DrainRecord{}
+			}
+			byNS[r.Namespace][r.Identity] = r
+		}
+		d.mu.Lock()
+		d.byNS = byNS
+		d.mu.Unlock()
+	}, func(r DrainRecord, deleted bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if deleted {
+			delete(d.byNS[r.Namespace], r.Identity)
+			return
+		}
+		if d.byNS[r.Namespace] == nil {
+			d.byNS[r.Namespace] = map[string]DrainRecord{}
+		}
+		d.byNS[r.Namespace][r.Identity] = r
+	})
+}
+
+// Drained reports whether ns/identity is drained, and by whom.
+func (d *DrainSet) Drained(ns, identity string) (by string, drained bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	r, ok := d.byNS[ns][identity]
+	return r.By, ok
 }
