@@ -276,6 +276,7 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 		Engine:       s.eng, Logger: s.log.With("component", "web"),
 		Version:             web.BuildVersion(buildversion.KubeMajor, buildversion.KubeMinor, buildversion.KubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
+		Drains:              s.hist,
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
 		Limits: s.cfg.Limits, ShutdownDelay: s.cfg.ShutdownDelay, Metrics: s.commits.Metrics,
