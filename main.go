@@ -42,6 +42,8 @@ var commands = []cli.Command{
 	host.PluginCommandWith(run.PluginListCommand, run.PluginReplayCommand(host.ReplayMain)),
 	run.Command,
 	run.LeaderCommand,
+	run.DrainCommand,
+	run.UndrainCommand,
 	lease.KubeconfigCommand,
 	lease.HealthcheckCommand,
 	// A backup while the server runs goes through its API: the client

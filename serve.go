@@ -72,6 +72,7 @@ type server struct {
 	dbPath  string // the storage as logs and the UI name it
 	eng     *engine.Engine
 	hist    *history.Store
+	drains  *history.DrainSet
 	plugins *host.Host
 	// ctrl is the election controller this server runs, nil while another
 	// server sharing the store leads.
@@ -139,6 +140,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		_ = s.plugins.Run(bgCtx)
 	}()
 	background.Go(func() { s.leadElection(bgCtx, electionOpts, first) })
+	background.Go(func() { s.drains.Run(bgCtx) })
 
 	wopts := s.webOptions(sec)
 	srv, err := web.NewServer(wopts)
@@ -174,13 +176,17 @@ func (s *server) startEngine(ctx context.Context) error {
 	opts := s.cfg.Engine.Options
 	opts.Store, opts.Logger = s.store, s.log.With("component", "engine")
 	opts.WatchQueueBytes, opts.WatchQueueBytesTotal = int64(s.cfg.Limits.WatchQueueBytes), int64(s.cfg.Limits.WatchQueueBytesTotal)
+	// Decision histories, lease timelines and drains live beside the API
+	// objects; the drains are also kept in memory for the LeaseCandidate
+	// table's Drained column.
+	s.hist = history.New(s.store, s.log.With("component", "history"))
+	s.drains = s.hist.NewDrainSet()
+	opts.Drained = s.drains.Drained
 	eng, err := engine.New(opts)
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	s.eng = eng
-	// Decision histories and lease timelines live beside the API objects.
-	s.hist = history.New(s.store, s.log.With("component", "history"))
 	return eng.Start(ctx)
 }
 
@@ -214,7 +220,7 @@ func (s *server) loadPlugins(ctx context.Context) error {
 // newElection makes the first election controller; a single server runs
 // it at once, and is ready only once it synced.
 func (s *server) newElection() (election.Options, *election.Controller, error) {
-	opts := election.Options{Engine: s.eng, History: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
+	opts := election.Options{Engine: s.eng, History: s.hist, Drains: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
 		DecideTimeout: s.cfg.Plugins.Timeout,
@@ -270,6 +276,7 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 		Engine:       s.eng, Logger: s.log.With("component", "web"),
 		Version:             web.BuildVersion(buildversion.KubeMajor, buildversion.KubeMinor, buildversion.KubeMinCompatMinor, Version),
 		MaxRequestBodyBytes: s.cfg.MaxBodyBytes,
+		Drains:              s.hist,
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
 		Limits: s.cfg.Limits, ShutdownDelay: s.cfg.ShutdownDelay, Metrics: s.commits.Metrics,

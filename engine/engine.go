@@ -44,6 +44,11 @@ type Options struct {
 	// DefaultEventMaxBytes).
 	EventMaxCount int
 	EventMaxBytes int64
+	// Drained, when set, says whether an operator drained an identity of
+	// a namespace and who: the LeaseCandidates Table's Drained and
+	// Drained By columns. It must answer from memory (engine/history's
+	// DrainSet): it runs for every row of a printed list.
+	Drained func(namespace, identity string) (by string, drained bool)
 }
 
 // Engine implements API on top of a storage.Interface.
@@ -76,6 +81,8 @@ type Engine struct {
 	// finalization (namespacegate.go).
 	nsGate nsGate
 	events eventStore
+	// drained is Options.Drained, or a function that reports none.
+	drained func(namespace, identity string) (string, bool)
 }
 
 var _ API = (*Engine)(nil)
@@ -96,6 +103,10 @@ func New(opts Options) (*Engine, error) {
 		background:       context.Background(),
 	}
 	e.events.init(opts)
+	e.drained = opts.Drained
+	if e.drained == nil {
+		e.drained = func(string, string) (string, bool) { return "", false }
+	}
 	if e.now == nil {
 		e.now = time.Now
 	}

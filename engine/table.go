@@ -67,8 +67,9 @@ func leaseTable() ([]metav1.TableColumnDefinition, func(e *Engine, o object) []a
 	return cols, cells
 }
 
-// leaseCandidateTable: upstream's columns; the two version columns really
-// have empty descriptions upstream.
+// leaseCandidateTable: upstream's columns (the two version columns really
+// have empty descriptions upstream), then leasehold's Drained and, with
+// -o wide, who drained the candidate's identity.
 func leaseCandidateTable() ([]metav1.TableColumnDefinition, func(e *Engine, o object) []any) {
 	cols := []metav1.TableColumnDefinition{
 		nameColumn,
@@ -76,10 +77,17 @@ func leaseCandidateTable() ([]metav1.TableColumnDefinition, func(e *Engine, o ob
 		{Name: "BinaryVersion", Type: "string", Description: ""},
 		{Name: "EmulationVersion", Type: "string", Description: ""},
 		ageColumn,
+		{Name: "Drained", Type: "boolean", Description: "Whether an operator drained the candidate's identity (leasehold drain): it is never granted a lease."},
+		{Name: "Drained By", Type: "string", Priority: 1, Description: "Who drained the candidate's identity."},
 	}
 	cells := func(e *Engine, o object) []any {
 		c := o.(*coordinationv1beta1.LeaseCandidate)
-		return []any{c.Name, c.Spec.LeaseName, c.Spec.BinaryVersion, c.Spec.EmulationVersion, humanSince(c.CreationTimestamp.Time, e.now())}
+		by, drained := e.drained(c.Namespace, c.Name)
+		if !drained {
+			by = "<none>"
+		}
+		return []any{c.Name, c.Spec.LeaseName, c.Spec.BinaryVersion, c.Spec.EmulationVersion, humanSince(c.CreationTimestamp.Time, e.now()),
+			drained, by}
 	}
 	return cols, cells
 }

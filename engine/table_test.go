@@ -80,7 +80,7 @@ func TestConvertToTable(t *testing.T) {
 	for _, c := range tbl.ColumnDefinitions {
 		cols = append(cols, c.Name+":"+fmt.Sprint(c.Description != ""))
 	}
-	if got := fmt.Sprint(cols, tbl.Rows[0].Cells); got != "[Name:true LeaseName:true BinaryVersion:false EmulationVersion:false Age:true] [c1 lease 1.37.0 1.36.0 0s]" {
+	if got := fmt.Sprint(cols, tbl.Rows[0].Cells); got != "[Name:true LeaseName:true BinaryVersion:false EmulationVersion:false Age:true Drained:true Drained By:true] [c1 lease 1.37.0 1.36.0 0s false <none>]" {
 		t.Errorf("candidate table %s", got)
 	}
 }

@@ -130,8 +130,10 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		// Operator writes to a lease are recorded as the server performs
 		// them (ui/leasewrites.go).
 		recorded := s.ui.ObserveLeaseWrite(rc)
+		drained := s.observeCandidateDrain(rc)
 		s.route(rc)
 		recorded()
+		drained()
 		if ticket != nil && ticket.HoldsBytes() {
 			streamed = holdListBytes(rc, ticket)
 		}
@@ -173,6 +175,9 @@ func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
 			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions",
 			Namespace: ns, Name: name}
 	}
+	if ri, ok := drainRequestInfo(rc, path); ok {
+		return ri
+	}
 	if path == ui.TransitionsPath {
 		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: "list",
 			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Subresource: "decisions"}
@@ -199,7 +204,7 @@ var readEverything = auth.RequestInfo{IsResourceRequest: true, Verb: "get",
 // isAdminPath reports the endpoints that read or replace the whole
 // database.
 func isAdminPath(p string) bool {
-	return p == backupPath || strings.HasPrefix(p, "/leasehold/")
+	return p == backupPath || strings.HasPrefix(p, "/leasehold/") && !isDrainPath(p)
 }
 
 // isHealthPath reports the health endpoints, which are public: probes
@@ -233,6 +238,8 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 		s.serveBackup(rc)
 	case s.cluster != nil && (p == clusterPath || strings.HasPrefix(p, clusterPath+"/")):
 		s.serveCluster(rc, p)
+	case s.drains != nil && isDrainPath(p):
+		s.serveDrains(rc, p)
 	default:
 		if s.ui.Serve(rc) { // /ui/..., and / for browsers
 			return

@@ -88,6 +88,9 @@ type Options struct {
 	// backend to drop what it can (storage/boltdb's Store.ReleaseMemory
 	// fits).
 	OnIdle func()
+	// Drains, when set, serves the drain endpoints (drains.go) and turns
+	// the drain annotation of LeaseCandidates into drain records.
+	Drains Drains
 }
 
 // Check is one named health check.
@@ -143,6 +146,9 @@ type Server struct {
 	requests atomic.Uint64
 	// join guards the join endpoint of a cluster member (clusterjoin.go).
 	join *joinGuard
+	// eng is Options.Engine; drains Options.Drains (drains.go).
+	eng    engine.API
+	drains Drains
 }
 
 // NewServer builds a Server; it does not listen.
@@ -154,6 +160,7 @@ func NewServer(opts Options) (*Server, error) {
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, allowedHosts: normalizeAllowedHosts(opts.AllowedHosts), authz: opts.Policies, metrics: opts.Metrics,
 		backup: opts.Backup, barrier: opts.BackupBarrier, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
+		eng: opts.Engine, drains: opts.Drains,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

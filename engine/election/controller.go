@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/history"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 )
@@ -93,7 +94,11 @@ type Controller struct {
 	// duration it can rely on instead.
 	quickAckFloor time.Duration
 
-	leasesSynced, candsSynced atomic.Bool
+	// drained holds the drain records by namespace and identity
+	// (drain.go), guarded by mu.
+	drained map[string]map[string]history.DrainRecord
+
+	leasesSynced, candsSynced, drainsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
 	// (startup.go).
 	strategies atomic.Int32
@@ -117,6 +122,7 @@ func New(opts Options) (*Controller, error) {
 		cands:         map[leaseKey]map[string]*candEntry{},
 		memos:         map[leaseKey]*memo{},
 		deleted:       map[leaseKey]bool{},
+		drained:       map[string]map[string]history.DrainRecord{},
 		unfetched:     map[leaseKey]struct{}{},
 		fetching:      map[leaseKey]int64{},
 		dirty:         map[leaseKey]struct{}{},
@@ -140,15 +146,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runLeaseInformer(ctx) })
 	wg.Go(func() { c.runCandidateInformer(ctx) })
+	wg.Go(func() { c.runDrainInformer(ctx) })
 	wg.Go(func() { c.runGC(ctx) })
 	c.runWorker(ctx)
 	wg.Wait()
 	return nil
 }
 
-// Synced reports that both caches hold a complete initial list, so that
-// decisions see every candidate (for readiness).
-func (c *Controller) Synced() bool { return c.leasesSynced.Load() && c.candsSynced.Load() }
+// Synced reports that the caches hold a complete initial list, so that
+// decisions see every candidate and every drain (for readiness).
+func (c *Controller) Synced() bool {
+	return c.leasesSynced.Load() && c.candsSynced.Load() && c.drainsSynced.Load()
+}
 
 // Resync re-evaluates every known lease now, e.g. after strategy modules
 // were reloaded, calling the strategies afresh rather than reusing the

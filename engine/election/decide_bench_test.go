@@ -27,7 +27,7 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	lv := leaseView{exists: true, obj: &coordinationv1.Lease{}}
 	m := &memo{incidents: map[string]string{}}
-	in := c.buildInput(k, m, strat.name, lv, valid, now)
+	in := c.buildInput(k, m, strat.name, lv, valid, nil, now)
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name     string

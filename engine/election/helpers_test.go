@@ -96,7 +96,7 @@ func newEnv(t testing.TB, opts Options) *testEnv {
 		t.Fatalf("engine: %v", err)
 	}
 	h := history.New(st, log)
-	opts.Engine, opts.History, opts.Logger = e, h, log
+	opts.Engine, opts.History, opts.Drains, opts.Logger = e, h, h, log
 	c, err := New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,7 +110,8 @@ func micros(t time.Time) int64 {
 
 // buildInput is the deterministic snapshot a strategy sees: candidates
 // sorted by name, times from the server's observations.
-func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseView, cands []*candEntry, now time.Time) *abi.Input {
+func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseView, cands []*candEntry,
+	drained map[string]history.DrainRecord, now time.Time) *abi.Input {
 	m.seq++
 	in := &abi.Input{
 		ABIVersion:  abi.ABIVersion,
@@ -153,6 +155,7 @@ func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseVi
 			Acked:            c.state(e, now) == stAcked,
 			Labels:           o.Labels,
 		}
+		_, ac.Drained = drained[o.Name]
 		if o.CreationTimestamp.IsZero() {
 			ac.CreationTimeUs = 0
 		}

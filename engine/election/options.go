@@ -96,6 +96,9 @@ type Options struct {
 	// those of deleted leases; required. engine/history's Store, over the
 	// engine's store, is the one leasehold runs.
 	History DecisionHistory
+	// Drains are the drain records the controller enforces (drain.go);
+	// nil means none. engine/history's Store is the one leasehold runs.
+	Drains DrainSource
 	// Registry resolves the strategy names candidates declare. Nil means
 	// only the native OldestEmulationVersion.
 	Registry abi.Registry

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 )
 
@@ -15,7 +16,7 @@ import (
 const retryAfterWriteError = time.Second
 
 // snapshot copies what the controller knows about one lease.
-func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, deleted bool) {
+func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, drained map[string]history.DrainRecord, deleted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.leases[k]; e != nil {
@@ -27,7 +28,7 @@ func (c *Controller) snapshot(k leaseKey) (le *leaseEntry, cands []*candEntry, d
 		cands = append(cands, &cp)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].obj.Name < cands[j].obj.Name })
-	return le, cands, c.deleted[k]
+	return le, cands, c.drainsOfLocked(k.ns), c.deleted[k]
 }
 
 // reconcile makes one decision on lease k and returns when to look again
@@ -40,7 +41,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 		return c.now().Add(retryAfterWriteError)
 	}
 	now := c.now()
-	le, all, deleted := c.snapshot(k)
+	le, all, drained, deleted := c.snapshot(k)
 	if le == nil && len(all) == 0 {
 		c.forget(ctx, k, deleted)
 		return time.Time{}
@@ -145,10 +146,26 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 	for _, e := range valid {
 		byName[e.obj.Name] = e
 	}
-	progress := func(d *abi.Decision) error { return c.stalls(d, lv, valid, byName, now) }
-	dec, trigger = c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, resyncs, now, progress)
+	// Progress is judged as the drains will be enforced: without the
+	// drained candidates, in the ranking and among those that answered.
+	eligible := valid
+	if len(drained) > 0 {
+		eligible = nil
+		for _, e := range valid {
+			if _, ok := drained[e.obj.Name]; !ok {
+				eligible = append(eligible, e)
+			}
+		}
+	}
+	progress := func(d *abi.Decision) error {
+		cp := *d
+		cp.Ranking, _ = withoutDrained(d.Ranking, drained)
+		return c.stalls(&cp, lv, eligible, byName, now)
+	}
+	dec, trigger = c.decideOrReuse(ctx, k, m, s, strategy, lv, valid, drained, resyncs, now, progress)
 	act := &action{c: c, k: k, m: m, now: now, lv: lv, valid: valid, byName: byName,
 		strategy: strategy, dec: dec, trigger: trigger}
+	act.applyDrains(drained)
 	return earliest(next, act.run(ctx))
 }
 
@@ -184,11 +201,22 @@ type action struct {
 	strategy string
 	dec      decision
 	trigger  abi.Reason
+
+	// What is done with dec once the drains are enforced (applyDrains):
+	// the ranking without drained candidates, the action and whether a
+	// live holder may be asked to step down.
+	ranking   []string
+	act       abi.Action
+	preempt   bool
+	drained   map[string]history.DrainRecord
+	drainNote string
+	// holderDrain is the live holder's drain record, nil unless drained.
+	holderDrain *history.DrainRecord
 }
 
 func (a *action) run(ctx context.Context) time.Time {
 	d := a.dec.d
-	switch d.Action {
+	switch a.act {
 	case abi.ActionAbstain:
 		if a.m.incident("abstain", a.strategy+": "+d.Reason) {
 			a.c.stats.abstentions.Add(1)
@@ -202,7 +230,7 @@ func (a *action) run(ctx context.Context) time.Time {
 			a.clearPreferred(ctx, "strategy keeps the holder: "+d.Reason)
 		}
 		if !a.lv.live {
-			a.c.ping(ctx, a.k, a.c.unrankedIdle(d.Ranking, a.valid, a.now))
+			a.c.ping(ctx, a.k, a.c.unrankedIdle(a.ranking, a.valid, a.now))
 			if a.m.incident("nocandidate", "keep: "+d.Reason) {
 				a.recordAction(ctx, "no-candidate", "", nil)
 			}
@@ -220,7 +248,7 @@ func (a *action) run(ctx context.Context) time.Time {
 // candidate that answered. A fallback decision may grant: nobody leads.
 func (a *action) elect(ctx context.Context) time.Time {
 	c := a.c
-	p := c.planFor(a.dec.d.Ranking, a.byName, len(a.dec.d.Ranking), c.opts.GrantAckWait, a.now, true)
+	p := c.planFor(a.ranking, a.byName, len(a.ranking), c.opts.GrantAckWait, a.now, true)
 	c.ping(ctx, a.k, p.toPing)
 	if a.m.candidatesSince.After(a.lv.roundStart()) {
 		// The candidates appeared on a lease already vacant (or missing):
@@ -248,9 +276,9 @@ func (a *action) elect(ctx context.Context) time.Time {
 	}
 	// No ranked candidate answered in time: find out whether one the
 	// ranking left out is alive (see progress.go).
-	c.ping(ctx, a.k, c.unrankedIdle(a.dec.d.Ranking, a.valid, a.now))
+	c.ping(ctx, a.k, c.unrankedIdle(a.ranking, a.valid, a.now))
 	if a.m.incident("nocandidate", "none acked") {
-		c.log.Warn("No live candidate to grant the lease to", "lease", a.k.String(), "ranked", len(a.dec.d.Ranking))
+		c.log.Warn("No live candidate to grant the lease to", "lease", a.k.String(), "ranked", len(a.ranking))
 		a.recordAction(ctx, "no-candidate", "", nil)
 	}
 	return p.retryAt
@@ -262,7 +290,7 @@ func (a *action) elect(ctx context.Context) time.Time {
 func (a *action) handOver(ctx context.Context) time.Time {
 	c := a.c
 	a.m.resolved("nocandidate")
-	if a.lv.unconfirmed && !a.dec.fallback {
+	if a.lv.unconfirmed && (!a.dec.fallback || a.holderDrain != nil) {
 		if next, done := a.move(ctx); done {
 			return next
 		}
@@ -270,16 +298,16 @@ func (a *action) handOver(ctx context.Context) time.Time {
 	// A lease without strategy is renewed by a plain (uncoordinated)
 	// elector, which ignores preferredHolder and clears it on every renew:
 	// asking would only start upstream's write ping-pong.
-	allow := a.dec.d.Preempt && !a.dec.fallback && a.lv.strategy != ""
+	allow := a.preempt && a.lv.strategy != ""
 	if !allow {
 		c.clearStalePreferred(ctx, a.k, a.lv, a.byName)
 		return time.Time{}
 	}
-	limit := len(a.dec.d.Ranking)
-	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
+	limit := len(a.ranking)
+	if i := slices.Index(a.ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.PingWindow, a.now, false)
+	p := c.planFor(a.ranking, a.byName, limit, c.opts.PingWindow, a.now, false)
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "" && p.target != a.lv.preferred:
@@ -294,14 +322,18 @@ func (a *action) handOver(ctx context.Context) time.Time {
 	case p.target != "":
 		return time.Time{}
 	case p.blocked:
-		if a.lv.preferred != "" && a.byName[a.lv.preferred] == nil {
+		switch {
+		case a.lv.preferred != "" && a.byName[a.lv.preferred] == nil:
 			a.clearPreferred(ctx, "preferred holder "+a.lv.preferred+" is no longer a candidate")
+		case a.isDrained(a.lv.preferred):
+			a.clearPreferred(ctx, "preferred holder "+a.lv.preferred+" is drained")
 		}
 		return p.waitUntil
 	}
 	if a.lv.preferred != "" {
 		a.clearPreferred(ctx, "no live candidate is better than the holder")
 	}
+	a.stepDownDrained(ctx)
 	return p.retryAt
 }
 
@@ -316,11 +348,11 @@ func (a *action) handOver(ctx context.Context) time.Time {
 // nobody better answered: then the lease is handled as any live one.
 func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 	c := a.c
-	limit := len(a.dec.d.Ranking)
-	if i := slices.Index(a.dec.d.Ranking, a.lv.holder); i >= 0 {
+	limit := len(a.ranking)
+	if i := slices.Index(a.ranking, a.lv.holder); i >= 0 {
 		limit = i
 	}
-	p := c.planFor(a.dec.d.Ranking, a.byName, limit, c.opts.GrantAckWait, a.now, true)
+	p := c.planFor(a.ranking, a.byName, limit, c.opts.GrantAckWait, a.now, true)
 	c.ping(ctx, a.k, p.toPing)
 	switch {
 	case p.target != "":
@@ -337,7 +369,7 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 		r := c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
 		r.Action, r.Chosen, r.Outcome = "grant", p.target, outcome(err)
 		r.Reason = "moved the grant " + a.lv.holder + " had not confirmed yet: " +
-			c.choiceReason(a.dec.d.Ranking, p.target, a.byName, a.now) + "; strategy: " + r.Reason
+			c.choiceReason(a.ranking, p.target, a.byName, a.now) + a.drainSuffix() + "; strategy: " + r.Reason
 		if err != nil {
 			c.log.Info("Moving an unconfirmed grant failed; the holder may have confirmed it", "lease", a.k.String(),
 				"holder", a.lv.holder, "target", p.target, "err", err)
@@ -350,6 +382,14 @@ func (a *action) move(ctx context.Context) (next time.Time, done bool) {
 		return p.waitUntil, true
 	}
 	return time.Time{}, false
+}
+
+// drainSuffix says in a record's reason what the drains changed.
+func (a *action) drainSuffix() string {
+	if a.drainNote == "" {
+		return ""
+	}
+	return " (" + a.drainNote + ")"
 }
 
 func (a *action) clearPreferred(ctx context.Context, why string) {
@@ -367,7 +407,7 @@ func (a *action) recordAction(ctx context.Context, what, chosen string, err erro
 	r := a.c.newRecord(a.m, a.now, a.trigger, a.strategy, a.lv, a.valid, &a.dec)
 	r.Action, r.Chosen, r.Outcome = what, chosen, outcome(err)
 	if chosen != "" {
-		r.Reason = a.c.choiceReason(a.dec.d.Ranking, chosen, a.byName, a.now) + "; strategy: " + r.Reason
+		r.Reason = a.c.choiceReason(a.ranking, chosen, a.byName, a.now) + a.drainSuffix() + "; strategy: " + r.Reason
 	}
 	if err != nil {
 		a.c.log.Warn("Election write failed", "lease", a.k.String(), "action", what, "err", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -35,13 +36,13 @@ type lastDecision struct {
 // decideOrReuse returns the decision on lease k and its trigger: the last
 // one if reusable, else a fresh one from s (with fallback).
 func (c *Controller) decideOrReuse(ctx context.Context, k leaseKey, m *memo, s abi.Strategy, strategy string,
-	lv leaseView, valid []*candEntry, resyncs uint64, now time.Time, progress progressCheck) (decision, abi.Reason) {
-	key := c.decisionKey(s, lv, valid, m, now)
+	lv leaseView, valid []*candEntry, drained map[string]history.DrainRecord, resyncs uint64, now time.Time, progress progressCheck) (decision, abi.Reason) {
+	key := c.decisionKey(s, lv, valid, drained, m, now)
 	if dec, ok := c.reusable(k, m, s, key, lv, now); ok {
 		c.stats.reused.Add(1)
 		return dec, lv.trigger()
 	}
-	in := c.buildInput(k, m, strategy, lv, valid, now)
+	in := c.buildInput(k, m, strategy, lv, valid, drained, now)
 	dec := c.decide(ctx, k, s, in, progress)
 	c.stats.decisions.Add(1)
 	c.noteFailure(ctx, k, m, s, strategy, lv, valid, in.Reason, dec, now)
@@ -75,8 +76,8 @@ func (c *Controller) reusable(k leaseKey, m *memo, s abi.Strategy, key string, l
 // transitions, the history a strategy sees, and each valid candidate's
 // identity, versions, strategy, labels, observed renew, ack and ping times
 // and liveness state (a state changes with time alone, e.g. an ack getting
-// old, and strategies see it as Acked).
-func (c *Controller) decisionKey(s abi.Strategy, lv leaseView, valid []*candEntry, m *memo, now time.Time) string {
+// old, and strategies see it as Acked), and whether it is drained.
+func (c *Controller) decisionKey(s abi.Strategy, lv leaseView, valid []*candEntry, drained map[string]history.DrainRecord, m *memo, now time.Time) string {
 	var b strings.Builder
 	add := func(parts ...string) {
 		for _, p := range parts {
@@ -108,6 +109,9 @@ func (c *Controller) decisionKey(s abi.Strategy, lv leaseView, valid []*candEntr
 		o := e.obj
 		add("\x01", o.Name, string(o.UID), o.Spec.BinaryVersion, o.Spec.EmulationVersion, string(o.Spec.Strategy),
 			ts(e.renewAt), ts(e.ackAt), ts(e.pingAt), c.state(e, now).String())
+		if _, ok := drained[o.Name]; ok {
+			add("drained")
+		}
 		labels := make([]string, 0, len(o.Labels))
 		for lk, lval := range o.Labels {
 			labels = append(labels, lk+"="+lval)

@@ -103,7 +103,7 @@ func TestReuseBounds(t *testing.T) {
 	now := time.Now()
 	m := &memo{incidents: map[string]string{}}
 	lv := leaseView{exists: true, obj: &coordinationv1.Lease{}, live: true, holder: "a"}
-	key := c.decisionKey(strat, lv, nil, m, now)
+	key := c.decisionKey(strat, lv, nil, nil, m, now)
 	m.last = &lastDecision{key: key, at: now, resyncs: c.resyncs.Load(), live: true}
 	if _, ok := c.reusable(leaseKey{testNS, "l"}, m, strat, key, lv, now); !ok {
 		t.Fatal("fresh decision not reusable")
@@ -115,7 +115,7 @@ func TestReuseBounds(t *testing.T) {
 		t.Error("decision reused after ResyncPeriod")
 	}
 	other := &counting{name: strat.name, sha: "beef"}
-	if k2 := c.decisionKey(other, lv, nil, m, now); k2 == key {
+	if k2 := c.decisionKey(other, lv, nil, nil, m, now); k2 == key {
 		t.Error("another module version has the same decision key")
 	}
 	c.Resync()

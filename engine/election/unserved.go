@@ -119,7 +119,7 @@ func (c *Controller) noteUnserved(ctx context.Context, k leaseKey, m *memo, why 
 func (c *Controller) noteUnresponsive(ctx context.Context, k leaseKey, m *memo, why unservedWhy, dec decision,
 	valid []*candEntry, lv leaseView, strategy string) time.Time {
 	now := c.now()
-	_, all, _ := c.snapshot(k)
+	_, all, _, _ := c.snapshot(k)
 	var at time.Time
 	for _, e := range all {
 		if !c.valid(e, now) {

@@ -21,7 +21,9 @@ const ABIVersion = 1
 //     StateRefusedPrefix) is deprecated within 1.1: it is the host's
 //     report, now plugins/status.Module, and is removed in the next
 //     minor revision, together with that revision's additions.
-const ABIMinor = 1
+//   - 2: Candidate.Drained (an operator took the candidate's identity out
+//     of service: the host never grants it a lease, whatever the ranking).
+const ABIMinor = 2
 
 // MaxSettingsBytes bounds a strategy's settings document (NAME.json beside
 // NAME.wasm): it is copied into every decision's input and recorded with
@@ -85,6 +87,12 @@ type Candidate struct {
 	// acked candidates can be granted a lease.
 	Acked  bool              `json:"acked"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Drained reports that an operator drained the candidate's identity
+	// (maintenance mode): the host never grants it a lease and hands a
+	// lease it holds over to the best other ranked candidate, whatever
+	// the decision says; a strategy may rank around it. Since ABIMinor 2;
+	// omitted when false.
+	Drained bool `json:"drained,omitempty"`
 }
 
 // HistoryEntry is one earlier decision on the same lease.

@@ -87,6 +87,9 @@ export class Candidate {
   pingTimeUs: i64 = 0;
   acked: bool = false;
   labels: Map<string, string> = new Map<string, string>();
+  /** An operator drained this identity (since ABI 1.2): the host never
+   * grants it a lease, whatever the ranking; rank around it. */
+  drained: bool = false;
 }
 
 /** One earlier decision on the same lease, newest last. */
@@ -561,6 +564,7 @@ class Reader {
       else if (k == "renewTimeUs") c.renewTimeUs = this.i64();
       else if (k == "pingTimeUs") c.pingTimeUs = this.i64();
       else if (k == "acked") c.acked = this.bool();
+      else if (k == "drained") c.drained = this.bool();
       else if (k == "labels") {
         if (this.isNull()) continue;
         this.expect(0x7b);

@@ -29,8 +29,9 @@
 #define LS_ABI_VERSION 1
 /* LS_ABI_MINOR is the ABI revision this header knows: 1 adds the input's
  * "settings" (ls_settings) and "abiMinor". A module that needs settings
- * declares "abiMinor":1 in its info, and hosts before revision 1 refuse it. */
-#define LS_ABI_MINOR 1
+ * declares "abiMinor":1 in its info, and hosts before revision 1 refuse it.
+ * 2 adds a candidate's "drained" (read it as any other member). */
+#define LS_ABI_MINOR 2
 #define LS_PAD 64
 /* Header functions: unused ones are fine and must not warn. */
 #define LS_API static __attribute__((unused))

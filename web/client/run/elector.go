@@ -23,10 +23,11 @@ const (
 	leading                   // the write succeeded: we hold the lease
 	steppedOut                // preferredHolder asks us to hand over
 	displaced                 // someone else holds the lease we thought ours
+	drainedOut                // an operator drained our identity (leasehold drain)
 )
 
 func (o outcome) String() string {
-	return [...]string{"not leader", "leading", "asked to step down", "displaced"}[o]
+	return [...]string{"not leader", "leading", "asked to step down", "displaced", "identity drained by an operator"}[o]
 }
 
 // term describes our current tenure, handed to the child as its fencing
@@ -63,6 +64,35 @@ type elector struct {
 	observedTime time.Time
 	holding      bool
 	term         term
+	// drained is whether the server last said our identity is drained
+	// (checkDrain).
+	drained bool
+}
+
+// checkDrain asks the server whether our identity is drained (leasehold
+// drain; the server keeps drains per namespace and identity). A plain
+// elector checks before every attempt: drained, it neither campaigns nor
+// renews, and a holder steps down. Not knowing (the server unreachable, a
+// user not allowed to read drains) keeps the last answer: the lease's own
+// write decides then.
+func (e *elector) checkDrain(ctx context.Context) bool {
+	d, err := e.c.GetDrain(ctx, e.ns, e.id)
+	switch {
+	case err == nil:
+		if !e.drained {
+			e.log.Warn("This identity is drained: not campaigning until it is undrained",
+				"drained_by", d.By, "drained_at", d.Time.Format(time.RFC3339), "via", d.Via)
+		}
+		e.drained = true
+	case lease.IsNotFound(err):
+		if e.drained {
+			e.log.Info("This identity was undrained: campaigning again")
+		}
+		e.drained = false
+	default:
+		e.log.Debug("Cannot read this identity's drain", "err", err)
+	}
+	return e.drained
 }
 
 func (e *elector) observe(l *coordinationv1.Lease) {
@@ -90,6 +120,12 @@ func (e *elector) resign() { e.holding = false }
 func (e *elector) try(ctx context.Context) (out outcome, sent time.Time, err error) {
 	if e.coordinated {
 		return e.tryCoordinated(ctx)
+	}
+	if e.checkDrain(ctx) {
+		if e.holding {
+			return drainedOut, time.Time{}, nil
+		}
+		return notLeader, time.Time{}, nil
 	}
 	// 1. Fast path: renew from the copy we hold, without a GET.
 	if e.holding && e.lease != nil && !e.expired(e.lease) {

@@ -175,8 +175,8 @@ func (te *tenure) renewed(a attempt) bool {
 		}
 		te.deadlineT.Reset(time.Until(r.lastRenew.Add(r.cfg.RenewDeadline)))
 		te.log.Debug("Renewed the lease", "sent", a.sent.Format(time.RFC3339Nano))
-	case steppedOut, displaced:
-		te.lose(a.out.String(), a.out == steppedOut)
+	case steppedOut, displaced, drainedOut:
+		te.lose(a.out.String(), a.out != displaced)
 		if te.ch == nil { // before the first start or between two reruns
 			return te.finish()
 		}

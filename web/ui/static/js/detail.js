@@ -10,6 +10,7 @@ import { toYAML } from './yaml.js';
 import * as store from './store.js';
 import { actionsPanel } from './actions.js';
 import { holderStrip } from './timeline.js';
+import { drainsOf, openDrainDialog } from './drain.js';
 
 // Upstream's leaseCandidateValidDuration: older candidates are ignored.
 const CANDIDATE_VALIDITY_MS = 30 * 60 * 1000;
@@ -18,6 +19,9 @@ export function detail(root, ns, name) {
   const k = `${ns}/${name}`;
   const enc = (s) => encodeURIComponent(s);
   let decisions = null; // {available, items} | {error}
+  // drains maps the namespace's drained identities to their records
+  // (drain.js); null when the server keeps none or may not be asked.
+  let drains = new Map();
   let decidedRV = null;
   let rawMode = 'yaml';
   let showManaged = false;
@@ -75,7 +79,18 @@ export function detail(root, ns, name) {
       raw),
   );
 
+  async function loadDrains() {
+    try {
+      drains = await drainsOf(ns);
+    } catch {
+      drains = null;
+    }
+    delete cands.dataset.k;
+    update(store.connection());
+  }
+
   async function loadDecisions() {
+    loadDrains();
     try {
       decisions = await getJSON(`/ui/api/v1/namespaces/${enc(ns)}/leases/${enc(name)}/decisions`);
     } catch (e) {
@@ -195,6 +210,7 @@ export function detail(root, ns, name) {
     const list = candidatesOf(store.candidates.items, ns, name);
     const last = lastDecision();
     const rank = (n) => { const i = last?.ranking?.indexOf(n) ?? -1; return i >= 0 ? String(i + 1) : '—'; };
+    const drainedText = (id) => { const d = drains?.get(id); return d ? `drained by ${d.by}${d.forced ? ' (forced)' : ''}` : '—'; };
     const rows = list.map((c) => {
       const s = c.spec || {};
       const renew = parseTime(s.renewTime);
@@ -202,18 +218,26 @@ export function detail(root, ns, name) {
       const valid = renew != null && t - renew < CANDIDATE_VALIDITY_MS;
       const pingText = ping == null ? '—' : renew != null && renew >= ping ? `answered (${ago(ping, t)})` : `outstanding since ${ago(ping, t)}`;
       return [c.metadata.name + (c.metadata.name === st.holder ? ' (holder)' : ''), s.binaryVersion || '—', s.emulationVersion || '—',
-        s.strategy || '—', ago(renew, t), pingText, valid ? 'fresh' : 'expired', rank(c.metadata.name)];
+        s.strategy || '—', ago(renew, t), pingText, valid ? 'fresh' : 'expired', rank(c.metadata.name), drainedText(c.metadata.name)];
     });
-    const key = JSON.stringify(rows);
+    const key = JSON.stringify([rows, st.holder, drains == null]);
     if (cands.dataset.k === key) return;
     cands.dataset.k = key;
+    // Drain and Undrain per identity (drain.js); the server decides who
+    // may, and records it.
+    const drainButton = (id) => drains == null ? '—' : h('button', {
+      type: 'button', class: 'ghost small', 'data-drain': id,
+      onclick: () => openDrainDialog(ns, id, { undrain: drains.has(id), onDone: loadDecisions }),
+    }, drains.has(id) ? 'Undrain' : 'Drain');
     if (!rows.length) {
       cands.replaceChildren(h('p', { class: 'muted' }, store.candidates.state === 'unavailable'
         ? 'No data: this server does not serve LeaseCandidates.'
-        : 'No LeaseCandidates name this lease: its clients elect themselves (client-go leader election).'));
+        : 'No LeaseCandidates name this lease: its clients elect themselves (client-go leader election).'),
+      st.holder ? h('p', { id: 'holder-drain' }, `Holder ${st.holder}: ${drainedText(st.holder)} `, drainButton(st.holder)) : null);
       return;
     }
-    cands.replaceChildren(table(['Identity', 'Binary version', 'Emulation version', 'Strategy', 'Renewed', 'Ping', 'Freshness', 'Rank'], rows, 'cands'));
+    cands.replaceChildren(table(['Identity', 'Binary version', 'Emulation version', 'Strategy', 'Renewed', 'Ping', 'Freshness', 'Rank', 'Drained', ''],
+      rows.map((r, i) => [...r, drainButton(list[i].metadata.name)]), 'cands'));
   }
 
   // The controller's last decision: operator actions explain no ranking.
