@@ -50,6 +50,12 @@ type Options struct {
 	// the binary and always trusted. Nil: every module is loaded, as
 	// before signing existed.
 	TrustKeys *signature.Keyring
+	// Sequences, with TrustKeys, remembers the newest signed statement
+	// accepted per strategy (module and settings) and refuses older ones
+	// (rollbacks) and those under the operator's pinned minimums. Nil:
+	// a memory of this process only (signature.NewSequences), without
+	// pins.
+	Sequences *signature.Sequences
 	// OnChange, when set, is called after a scan changed the set of
 	// serving modules (added, replaced or removed), so that the election
 	// controller can re-decide with the new strategies at once.
