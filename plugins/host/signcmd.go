@@ -50,7 +50,8 @@ that name, kind and strategy, and not older than the newest sequence it has
 accepted for the strategy (a rollback) or under its --plugin-min-sequence.
 
 The strategy is the module's own (its info's name); for settings, that of
-NAME.wasm beside them, or --strategy. The sequence defaults to the current
+NAME.wasm beside them, or --strategy (which must agree with the module's;
+it is used as given when this binary cannot load the module). The sequence defaults to the current
 Unix time in seconds (or one more than FILE.sig's, if that is not smaller),
 so that a later signature outranks an earlier one; give --sequence to use
 release numbers instead, and keep them increasing per strategy.`
@@ -84,6 +85,12 @@ func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	name, err := signedStrategy(ctx, file, *strategy)
+	if err != nil && *strategy != "" && !errors.Is(err, errStrategyMismatch) {
+		// A module this binary cannot load (a newer ABI, say) is signed
+		// for the strategy given: the server checks the name at load.
+		fmt.Fprintf(stderr, "leasehold plugin sign: cannot read the module's strategy (%v): signing for --strategy %s\n", err, *strategy)
+		name, err = *strategy, nil
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold plugin sign: %v\n", err)
 		return cli.ExitFailure
@@ -125,10 +132,12 @@ func signedStrategy(ctx context.Context, file, given string) (string, error) {
 		return "", fmt.Errorf("%s: %w", module, err)
 	}
 	if given != "" && given != name {
-		return "", fmt.Errorf("--strategy %s, but %s is strategy %s", given, module, name)
+		return "", fmt.Errorf("%w: --strategy %s, but %s is strategy %s", errStrategyMismatch, given, module, name)
 	}
 	return name, nil
 }
+
+var errStrategyMismatch = errors.New("wrong strategy")
 
 // ModuleStrategy returns the strategy name a module's info declares,
 // after the load-time checks (not the self-test).

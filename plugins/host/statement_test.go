@@ -309,7 +309,7 @@ func TestSignCommand(t *testing.T) {
 		t.Fatalf("settings statement %+v (want the Unix time as the default sequence, at least %d)", f, before)
 	}
 	if code, _, errOut := run("--key", key, "--strategy", "example.com/other", path); code != 1 ||
-		!strings.Contains(errOut, "--strategy example.com/other, but "+path+" is strategy example.com/hello") {
+		!strings.Contains(errOut, "wrong strategy: --strategy example.com/other, but "+path+" is strategy example.com/hello") {
 		t.Fatalf("sign with a contradicting --strategy: exit %d, %s", code, errOut)
 	}
 	lone := filepath.Join(dir, "lone.json")
@@ -319,6 +319,16 @@ func TestSignCommand(t *testing.T) {
 	}
 	if code, out, errOut := run("--key", key, "--strategy", "example.com/lone", lone); code != 0 || read(lone).Strategy != "example.com/lone" {
 		t.Fatalf("settings with --strategy: exit %d\n%s%s", code, out, errOut)
+	}
+	// A module this binary cannot load is signed for the strategy given.
+	broken := filepath.Join(dir, "broken.wasm")
+	writeFile(t, broken, []byte("\x00asm\x01\x00\x00\x00 not a module"))
+	if code, _, errOut := run("--key", key, broken); code != 1 {
+		t.Fatalf("sign an unloadable module without --strategy: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run("--key", key, "--strategy", "example.com/broken", broken); code != 0 ||
+		!strings.Contains(errOut, "signing for --strategy example.com/broken") || read(broken).Strategy != "example.com/broken" {
+		t.Fatalf("sign an unloadable module with --strategy: exit %d, %s", code, errOut)
 	}
 	other := filepath.Join(dir, "notes.txt")
 	writeFile(t, other, []byte("x"))
