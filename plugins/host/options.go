@@ -44,7 +44,8 @@ type Options struct {
 	// MaxOutputBytes caps what write_output accepts. Default 1 MiB.
 	MaxOutputBytes int
 	// TrustKeys, when set, makes the host refuse every module of Dir
-	// without a valid MODULE.wasm.sig by one of these keys: a refused
+	// (and settings file) without a valid FILE.sig by one of these keys,
+	// a statement made for that file name, kind and strategy: a refused
 	// module is never compiled, instantiated or called, and a refused new
 	// version leaves the previous good one serving. Built-ins are part of
 	// the binary and always trusted. Nil: every module is loaded, as
