@@ -218,7 +218,7 @@ func (h *Host) Modules() []status.Module {
 		st := status.Module{File: p, SHA256: f.sha, SignerKeyID: f.errKey}
 		if f.mod != nil {
 			st = h.status(f.mod, active)
-			st.SignerKeyID = f.signer
+			st.SignerKeyID, st.SignedSequence = f.signer, f.seq
 		}
 		if f.err != nil {
 			st.LoadError = f.err.Error()

@@ -186,6 +186,9 @@ func TestSignedRollback(t *testing.T) {
 	if v := version(t, h, name); v != "2" {
 		t.Fatalf("version 2 (sequence 20): version %q", v)
 	}
+	if st := fileStatus(t, h, path); st.SignedSequence != 20 {
+		t.Fatalf("version 2: status shows sequence %d, want 20", st.SignedSequence)
+	}
 	if info, err := os.Stat(statePath); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("state file: %v, %v (want 0600)", info, err)
 	}
