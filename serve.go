@@ -199,6 +199,14 @@ func (s *server) loadPlugins(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var seqs *signature.Sequences
+	if trust != nil {
+		// The newest signed statement accepted per strategy survives a
+		// restart, so that an older module put back is refused.
+		if seqs, err = signature.OpenSequences(s.cfg.Layout.PluginSequences(), s.cfg.Plugins.Pins, s.log); err != nil {
+			return err
+		}
+	}
 	s.plugins, err = host.New(ctx, host.Options{
 		Dir:      s.cfg.Plugins.Dir,
 		CacheDir: s.cfg.Layout.WASMCache(),
@@ -209,6 +217,7 @@ func (s *server) loadPlugins(ctx context.Context) error {
 			}
 		},
 		TrustKeys:      trust,
+		Sequences:      seqs,
 		FollowSymlinks: s.cfg.Plugins.FollowSymlinks,
 	})
 	if err != nil {

@@ -43,6 +43,11 @@ func (l Layout) TLSCA() string { return filepath.Join(l.TLS(), "ca.crt") }
 // default).
 func (l Layout) Plugins() string { return filepath.Join(l.Dir, "plugins") }
 
+// PluginSequences remembers, with --plugin-trust-keys, the newest signed
+// statement accepted per strategy, so that an older module or settings
+// file put back into the plugins directory is refused after a restart.
+func (l Layout) PluginSequences() string { return filepath.Join(l.Dir, "plugin-sequences.json") }
+
 // WASMCache is wazero's compilation cache of the strategy modules.
 func (l Layout) WASMCache() string { return filepath.Join(l.Dir, "wasm-cache") }
 

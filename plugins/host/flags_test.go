@@ -35,3 +35,32 @@ func TestFlagsTimeout(t *testing.T) {
 		t.Errorf("Resolve with --plugin-timeout 0: %v, want an error naming the flag", err)
 	}
 }
+
+// TestFlagsSequencePins: --plugin-min-sequence and --plugin-allow-rollback
+// are parsed into Pins, and refused without --plugin-trust-keys (they
+// would pin nothing).
+func TestFlagsSequencePins(t *testing.T) {
+	parse := func(args ...string) (Flags, error) {
+		var f Flags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f, f.Resolve("d")
+	}
+	f, err := parse("--plugin-trust-keys", "k.pub", "--plugin-min-sequence", "100,example.com/a=200", "--plugin-allow-rollback", "example.com/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Pins.Min != 100 || f.Pins.MinByStrategy["example.com/a"] != 200 || strings.Join(f.Pins.AllowRollback, ",") != "example.com/b" {
+		t.Errorf("Pins = %+v", f.Pins)
+	}
+	if _, err := parse("--plugin-trust-keys", "k.pub", "--plugin-min-sequence", "soon"); err == nil || !strings.Contains(err.Error(), "--plugin-min-sequence") {
+		t.Errorf("a malformed minimum: %v", err)
+	}
+	if _, err := parse("--plugin-min-sequence", "100"); err == nil || !strings.Contains(err.Error(), "--plugin-trust-keys") {
+		t.Errorf("a minimum without trust keys: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/builtin"
+	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/plugins/status"
 )
 
@@ -52,6 +53,7 @@ type fileState struct {
 	sha     string // last content seen
 	mod     *module
 	signer  string // key id that signed mod's content (with TrustKeys)
+	seq     uint64 // sequence of mod's signed statement (with TrustKeys)
 	err     error  // load error or refusal of content errSHA (mod, if any, is older)
 	errSHA  string
 	errKey  string // key id the refused content's signature file claims
@@ -77,6 +79,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	r, err := newRunner(ctx, opts, nil)
 	if err != nil {
 		return nil, err
+	}
+	if opts.TrustKeys != nil && opts.Sequences == nil {
+		opts.Sequences = signature.NewSequences(signature.Pins{})
 	}
 	h := &Host{r: r, opts: opts, log: opts.Logger.With("component", "plugins"),
 		builtins: map[string]*module{}, files: map[string]*fileState{}, loaded: make(chan struct{})}
@@ -213,7 +218,7 @@ func (h *Host) Modules() []status.Module {
 		st := status.Module{File: p, SHA256: f.sha, SignerKeyID: f.errKey}
 		if f.mod != nil {
 			st = h.status(f.mod, active)
-			st.SignerKeyID = f.signer
+			st.SignerKeyID, st.SignedSequence = f.signer, f.seq
 		}
 		if f.err != nil {
 			st.LoadError = f.err.Error()

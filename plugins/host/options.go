@@ -44,12 +44,19 @@ type Options struct {
 	// MaxOutputBytes caps what write_output accepts. Default 1 MiB.
 	MaxOutputBytes int
 	// TrustKeys, when set, makes the host refuse every module of Dir
-	// without a valid MODULE.wasm.sig by one of these keys: a refused
+	// (and settings file) without a valid FILE.sig by one of these keys,
+	// a statement made for that file name, kind and strategy: a refused
 	// module is never compiled, instantiated or called, and a refused new
 	// version leaves the previous good one serving. Built-ins are part of
 	// the binary and always trusted. Nil: every module is loaded, as
 	// before signing existed.
 	TrustKeys *signature.Keyring
+	// Sequences, with TrustKeys, remembers the newest signed statement
+	// accepted per strategy (module and settings) and refuses older ones
+	// (rollbacks) and those under the operator's pinned minimums. Nil:
+	// a memory of this process only (signature.NewSequences), without
+	// pins.
+	Sequences *signature.Sequences
 	// OnChange, when set, is called after a scan changed the set of
 	// serving modules (added, replaced or removed), so that the election
 	// controller can re-decide with the new strategies at once.

@@ -173,10 +173,10 @@ func (h *Host) scanFile(ctx context.Context, path string, prev *fileState) (*fil
 		return f, false, nil
 	}
 	f.sha, f.sigSum, f.setSum = sha, sigSum, set.sum
-	signer := ""
+	var signed *signature.File
 	if trust != nil {
 		var done bool
-		if signer, done = h.checkSignature(f, path, trust, sum, sha, sig, sigErr, &set); done {
+		if signed, done = h.checkSignature(f, path, trust, sum, sha, sig, sigErr, &set); done {
 			return f, false, nil
 		}
 	}
@@ -184,19 +184,27 @@ func (h *Host) scanFile(ctx context.Context, path string, prev *fileState) (*fil
 		h.fileFailed(f, sha, set.claimed, set.err)
 		return f, false, nil
 	}
-	return h.install(ctx, f, path, wasm, sha, signer, &set)
+	return h.install(ctx, f, path, wasm, sha, signed, &set)
 }
 
-// checkSignature verifies the module's signature before it is compiled,
-// so that a refused module's code is never compiled, instantiated or
-// called. done is set when scanFile has nothing more to do: the module
-// (or its settings) was refused, or it is the serving one signed anew.
-func (h *Host) checkSignature(f *fileState, path string, trust *signature.Keyring, sum [sha256.Size]byte, sha string, sig []byte, sigErr error, set *settingsFile) (signer string, done bool) {
+// checkSignature verifies the module's signed statement before it is
+// compiled, so that a refused module's code is never compiled,
+// instantiated or called: a trusted key, this file's name and kind, its
+// content, the same strategy as its settings' statement, and sequences
+// that are no rollback (Options.Sequences). The module's own strategy name
+// is checked once it is loaded (install). done is set when scanFile has
+// nothing more to do: the module (or its settings) was refused, or it is
+// the serving one signed anew.
+func (h *Host) checkSignature(f *fileState, path string, trust *signature.Keyring, sum [sha256.Size]byte, sha string, sig []byte, sigErr error, set *settingsFile) (signed *signature.File, done bool) {
+	var sf signature.File
 	var err error
 	if sigErr == nil {
-		signer, err = trust.Verify(sum, sig)
+		sf, err = trust.Verify(signature.KindModule, filepath.Base(path), sum, sig)
 	} else {
 		err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
+	}
+	if err == nil {
+		err = h.opts.Sequences.Check(sf.Statement, sf.KeyID)
 	}
 	if err != nil {
 		claimed := ""
@@ -204,33 +212,82 @@ func (h *Host) checkSignature(f *fileState, path string, trust *signature.Keyrin
 			claimed = r.KeyID
 		}
 		h.fileFailed(f, sha, claimed, err)
-		return "", true
+		return nil, true
+	}
+	if set.err == nil && set.signed != nil {
+		if set.signed.Strategy != sf.Strategy {
+			set.err = fmt.Errorf("settings %s: %w", set.path, &signature.RefusedError{Reason: signature.ReasonOtherStrategy, KeyID: set.signer,
+				Detail: fmt.Sprintf("settings signed for %s, module for %s", set.signed.Strategy, sf.Strategy)})
+		} else if err := h.opts.Sequences.Check(set.signed.Statement, set.signer); err != nil {
+			set.err = fmt.Errorf("settings %s: %w", set.path, err)
+		}
+		if set.err != nil {
+			set.claimed = set.signer
+		}
 	}
 	if set.err != nil {
 		h.fileFailed(f, sha, set.claimed, set.err)
-		return "", true
+		return nil, true
 	}
 	if f.mod != nil && f.mod.sha == sha && f.mod.settingsSHA == set.sha {
-		// The serving module, signed anew (a rotated key, say):
-		// nothing to reload.
-		if f.signer != signer || f.err != nil {
-			h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha, "key_id", signer)
+		// The serving module, signed anew (a rotated key, a new
+		// sequence): nothing to reload, unless the statement names
+		// another strategy than the module's.
+		if err := strategyMatches(f.mod, &sf); err != nil {
+			h.fileFailed(f, sha, sf.KeyID, err)
+			return nil, true
 		}
-		f.signer, f.err, f.errSHA, f.errKey = signer, nil, "", ""
-		return signer, true
+		if f.signer != sf.KeyID || f.seq != sf.Sequence || f.err != nil {
+			h.log.Info("strategy module signature accepted", "file", path, "strategy", f.mod.info.Name, "sha256", sha,
+				"key_id", sf.KeyID, "sequence", sf.Sequence)
+		}
+		f.signer, f.seq, f.err, f.errSHA, f.errKey = sf.KeyID, sf.Sequence, nil, "", ""
+		h.acceptSequences(path, &sf, set)
+		return &sf, true
 	}
-	return signer, false
+	return &sf, false
+}
+
+// strategyMatches refuses a loaded module whose info names another
+// strategy than its signed statement: the statement is what the signer
+// vouched for.
+func strategyMatches(m *module, sf *signature.File) error {
+	if sf == nil || m.info.Name == sf.Strategy {
+		return nil
+	}
+	return &signature.RefusedError{Reason: signature.ReasonOtherStrategy, KeyID: sf.KeyID,
+		Detail: fmt.Sprintf("signed for %s, the module is %s", sf.Strategy, m.info.Name)}
+}
+
+// acceptSequences records the statements of a module that now serves (and
+// of its settings) as the newest accepted for its strategy.
+func (h *Host) acceptSequences(path string, sf *signature.File, set *settingsFile) {
+	if err := h.opts.Sequences.Accept(sf.KeyID, sf.Statement); err != nil {
+		h.log.Warn("cannot record the accepted module's sequence: after a restart an older signed version could load", "file", path, "err", err)
+	}
+	if set.signed != nil {
+		if err := h.opts.Sequences.Accept(set.signer, set.signed.Statement); err != nil {
+			h.log.Warn("cannot record the accepted settings' sequence: after a restart older signed settings could load", "file", set.path, "err", err)
+		}
+	}
 }
 
 // install compiles the checked module into f, unless another file already
-// serves its strategy, and logs the load; it returns scanFile's results.
-func (h *Host) install(ctx context.Context, f *fileState, path string, wasm []byte, sha, signer string, set *settingsFile) (*fileState, bool, *module) {
+// serves its strategy (or its signed statement names another), and logs
+// the load; it returns scanFile's results.
+func (h *Host) install(ctx context.Context, f *fileState, path string, wasm []byte, sha string, signed *signature.File, set *settingsFile) (*fileState, bool, *module) {
+	signer := ""
+	if signed != nil {
+		signer = signed.KeyID
+	}
 	m, err := h.load(ctx, wasm, set.data, path)
 	if err == nil {
 		if set.data != nil {
 			m.settingsFile = set.path
 		}
-		if other := h.owner(m.info.Name, path); other != "" {
+		if err = strategyMatches(m, signed); err != nil {
+			m.release()
+		} else if other := h.owner(m.info.Name, path); other != "" {
 			m.release()
 			err = fmt.Errorf("%w: strategy %q is already served by %s", ErrInvalidModule, m.info.Name, other)
 		}
@@ -242,13 +299,15 @@ func (h *Host) install(ctx context.Context, f *fileState, path string, wasm []by
 	old := f.mod
 	f.mod, f.signer, f.err, f.errSHA, f.errKey = m, signer, nil, "", ""
 	attrs := []any{"file", path, "strategy", m.info.Name, "version", m.info.Version, "sha256", sha}
-	if signer != "" {
-		attrs = append(attrs, "key_id", signer)
+	if signed != nil {
+		f.seq = signed.Sequence
+		attrs = append(attrs, "key_id", signer, "sequence", signed.Sequence)
+		h.acceptSequences(path, signed, set)
 	}
 	if set.data != nil {
 		attrs = append(attrs, "settings", set.path, "settings_sha256", set.sha)
-		if set.signer != "" {
-			attrs = append(attrs, "settings_key_id", set.signer)
+		if set.signed != nil {
+			attrs = append(attrs, "settings_key_id", set.signer, "settings_sequence", set.signed.Sequence)
 		}
 	}
 	if _, ok := h.builtins[m.info.Name]; ok {
@@ -278,9 +337,11 @@ type settingsFile struct {
 	sha  string // sha256 of data
 	// sum names content and signature state, for change detection.
 	sum string
-	// signer is the key id that signed the settings (with TrustKeys);
-	// claimed is the one a refused signature file names.
+	// signer is the key id that signed the settings (with TrustKeys) and
+	// signed its verified statement; claimed is the key id a refused
+	// signature file names.
 	signer, claimed string
+	signed          *signature.File
 	err             error
 }
 
@@ -315,7 +376,10 @@ func (h *Host) readSettings(path string) settingsFile {
 		sig, sigErr := h.readSignature(s.path + signature.Suffix)
 		s.sum += " " + digestOrState(sig, sigErr)
 		if sigErr == nil {
-			s.signer, err = trust.Verify(sum, sig)
+			var sf signature.File
+			if sf, err = trust.Verify(signature.KindSettings, filepath.Base(s.path), sum, sig); err == nil {
+				s.signer, s.signed = sf.KeyID, &sf
+			}
 		} else {
 			err = &signature.RefusedError{Reason: signature.ReasonBad, Detail: sigErr.Error()}
 		}

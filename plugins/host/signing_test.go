@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/leasehold/leasehold/plugins/abi"
@@ -27,11 +28,30 @@ func signingKey(t *testing.T, dir, name string) (string, string) {
 	return path, id
 }
 
-func signFile(t *testing.T, key, module string) {
+// testSequence numbers the statements tests sign, so that each is newer
+// than the last (signature.NextSequence's Unix time could repeat within a
+// second).
+var testSequence atomic.Uint64
+
+// signFile signs a module or settings file as "leasehold plugin sign"
+// does: for the module's own strategy, at the next test sequence.
+func signFile(t *testing.T, key, path string) signature.Statement {
 	t.Helper()
-	if _, _, err := signature.SignModule(key, module); err != nil {
+	name, err := signedStrategy(context.Background(), path, "")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return signAs(t, key, path, name, testSequence.Add(1))
+}
+
+// signAs signs path for strategy at sequence seq.
+func signAs(t *testing.T, key, path, strategy string, seq uint64) signature.Statement {
+	t.Helper()
+	_, _, st, err := signature.SignFile(key, path, strategy, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // fileStatus returns the Modules entry of path.
@@ -131,7 +151,8 @@ func TestSignedModules(t *testing.T) {
 	}
 
 	// A forged signature: right digest and key id, wrong bytes.
-	sig, err := signature.Sign(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), sha256.Sum256(v2))
+	sig, err := signature.Sign(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), signature.Statement{Kind: signature.KindModule,
+		File: "hello.wasm", Strategy: name, SHA256: shaOf(v2), Sequence: testSequence.Add(1)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,22 @@ type Reason string
 const (
 	ReasonMissing   Reason = "missing signature"
 	ReasonBad       Reason = "bad signature"
+	ReasonLegacy    Reason = "legacy signature"
 	ReasonUntrusted Reason = "untrusted key id"
 	ReasonDigest    Reason = "digest mismatch"
+	// ReasonOtherFile, ReasonOtherKind and ReasonOtherStrategy refuse a
+	// valid statement made for something else: a signed file copied under
+	// another name, settings signed as a module, a module or its settings
+	// signed for another strategy.
+	ReasonOtherFile     Reason = "signed for another file"
+	ReasonOtherKind     Reason = "signed for another kind"
+	ReasonOtherStrategy Reason = "signed for another strategy"
+	// ReasonRollback refuses a statement older than the newest accepted
+	// for its strategy and kind (or one reusing its sequence for other
+	// content); ReasonBelowMinimum one under the operator's pinned
+	// minimum (Sequences).
+	ReasonRollback     Reason = "rollback"
+	ReasonBelowMinimum Reason = "below the pinned minimum sequence"
 )
 
 // ErrRefused matches every *RefusedError with errors.Is.
@@ -92,33 +106,47 @@ func (k *Keyring) IDs() []string {
 }
 
 // Verify checks that sig (a signature file's content; nil when the file
-// does not exist) is a valid signature by a trusted key over the module
-// whose sha256 is digest. It returns the signer's key id, or a
-// *RefusedError. The checks run in a fixed order, so that the reason is
-// the first thing wrong: missing, malformed (bad signature), untrusted
-// key id, digest mismatch, then the Ed25519 verification (bad signature).
-func (k *Keyring) Verify(digest [sha256.Size]byte, sig []byte) (string, error) {
+// does not exist) is a valid statement by a trusted key about a file of
+// this kind, named file (its base name), whose sha256 is digest. It
+// returns the signature file, whose Statement names the strategy and
+// sequence that the caller checks next (the module's info, Sequences), or
+// a *RefusedError. The checks run in a fixed order, so that the reason is
+// the first thing wrong: missing, malformed (bad signature), format 1
+// (legacy), untrusted key id, the Ed25519 verification (bad signature),
+// then what the statement is for: kind, file name, digest.
+func (k *Keyring) Verify(kind Kind, file string, digest [sha256.Size]byte, sig []byte) (File, error) {
 	if sig == nil {
-		return "", &RefusedError{Reason: ReasonMissing}
+		return File{}, &RefusedError{Reason: ReasonMissing}
 	}
 	f, err := ParseFile(sig)
+	if errors.Is(err, ErrLegacy) {
+		return f, &RefusedError{Reason: ReasonLegacy, KeyID: f.KeyID, Detail: err.Error()}
+	}
 	if err != nil {
-		return "", &RefusedError{Reason: ReasonBad, KeyID: f.KeyID, Detail: err.Error()}
+		return f, &RefusedError{Reason: ReasonBad, KeyID: f.KeyID, Detail: err.Error()}
 	}
 	pub, ok := k.keys[f.KeyID]
 	if !ok {
-		return "", &RefusedError{Reason: ReasonUntrusted, KeyID: f.KeyID, Detail: f.KeyID}
+		return f, &RefusedError{Reason: ReasonUntrusted, KeyID: f.KeyID, Detail: f.KeyID}
+	}
+	raw, _ := base64.StdEncoding.DecodeString(f.Signature) // ParseFile checked it
+	if !ed25519.Verify(pub, Message(f.Statement), raw) {
+		return f, &RefusedError{Reason: ReasonBad, KeyID: f.KeyID, Detail: "Ed25519 verification failed"}
+	}
+	if f.Kind != kind {
+		return f, &RefusedError{Reason: ReasonOtherKind, KeyID: f.KeyID,
+			Detail: fmt.Sprintf("signed as %s %s, this is %s %s", f.Kind, f.File, kind, file)}
+	}
+	if f.File != file {
+		return f, &RefusedError{Reason: ReasonOtherFile, KeyID: f.KeyID,
+			Detail: fmt.Sprintf("signed for %s, this is %s", f.File, file)}
 	}
 	shaHex := hex.EncodeToString(digest[:])
 	if f.SHA256 != shaHex {
-		return "", &RefusedError{Reason: ReasonDigest, KeyID: f.KeyID,
-			Detail: fmt.Sprintf("signed %s, module is %s", short(f.SHA256), short(shaHex))}
+		return f, &RefusedError{Reason: ReasonDigest, KeyID: f.KeyID,
+			Detail: fmt.Sprintf("signed %s, file is %s", short(f.SHA256), short(shaHex))}
 	}
-	raw, _ := base64.StdEncoding.DecodeString(f.Signature) // ParseFile checked it
-	if !ed25519.Verify(pub, message(shaHex), raw) {
-		return "", &RefusedError{Reason: ReasonBad, KeyID: f.KeyID, Detail: "Ed25519 verification failed"}
-	}
-	return f.KeyID, nil
+	return f, nil
 }
 
 func short(sha string) string {

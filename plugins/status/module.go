@@ -51,6 +51,9 @@ type Module struct {
 	SettingsSHA256 string `json:"settingsSha256,omitempty"`
 	// ABIMinor is the ABI revision the module declared it needs.
 	ABIMinor int `json:"abiMinor,omitempty"`
+	// SignedSequence is the sequence of the signed statement the serving
+	// module was accepted with (server run with trust keys).
+	SignedSequence uint64 `json:"signedSequence,omitempty"`
 }
 
 // Module states (Module.State).

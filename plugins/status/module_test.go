@@ -1,30 +1,39 @@
 package status
 
 import (
-	"reflect"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
-
-	"github.com/leasehold/leasehold/plugins/abi"
+	"time"
 )
 
-// TestDeprecatedCopyMatches: plugins/abi keeps a deprecated copy of
-// Module (abi.ModuleStatus) for one ABI minor revision, for authors who
-// decode the UI's modules list with it. Until it is removed the two must
-// agree field by field, with the same JSON, and the same state values.
-func TestDeprecatedCopyMatches(t *testing.T) {
-	ours, theirs := reflect.TypeFor[Module](), reflect.TypeFor[abi.ModuleStatus]()
-	if ours.NumField() != theirs.NumField() {
-		t.Fatalf("status.Module has %d fields, abi.ModuleStatus %d", ours.NumField(), theirs.NumField())
+// TestModuleJSON: the UI's system endpoint and "leasehold plugin list"
+// (and authors who decoded abi.ModuleStatus, removed in ABI 1.2) read
+// these names; a renamed field would break them silently.
+func TestModuleJSON(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m := Module{Name: "n", File: "f", SHA256: "s", Version: "v", Description: "d", Builtin: true, Active: true,
+		LoadedAt: at, Calls: 1, Errors: 1, LastError: "e", LastErrorAt: at, LatencyP50: 1, LatencyP99: 1, LatencySum: 1,
+		LoadError: "l", ABIVersion: "1", SignerKeyID: "k", State: StateLoaded, RefusedSHA256: "r",
+		SettingsFile: "sf", SettingsSHA256: "ss", ABIMinor: 1, SignedSequence: 1}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range ours.NumField() {
-		a, b := ours.Field(i), theirs.Field(i)
-		if a.Name != b.Name || a.Type != b.Type || a.Tag != b.Tag {
-			t.Errorf("field %d: status.Module has %s %s %q, abi.ModuleStatus %s %s %q", i, a.Name, a.Type, a.Tag, b.Name, b.Type, b.Tag)
-		}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
 	}
-	if StateLoaded != abi.StateLoaded || StateRefusedPrefix != abi.StateRefusedPrefix {
-		t.Errorf("states differ from abi's deprecated ones")
+	var got []string
+	for k := range fields {
+		got = append(got, k)
 	}
-	// Converting proves the same underlying type to the compiler too.
-	_ = abi.ModuleStatus(Module{})
+	slices.Sort(got)
+	want := []string{"abiMinor", "abiVersion", "active", "builtin", "calls", "description", "errors", "file", "lastError",
+		"lastErrorAt", "latencyP50", "latencyP99", "latencySum", "loadError", "loadedAt", "name", "refusedSha256", "settingsFile",
+		"settingsSha256", "sha256", "signedSequence", "signerKeyId", "state", "version"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Module's JSON names changed:\n got %s\nwant %s", strings.Join(got, ","), strings.Join(want, ","))
+	}
 }

@@ -95,6 +95,19 @@ func TestE2EPluginSigning(t *testing.T) {
 		m, ok := moduleByFile(t, ts, file)
 		return ok && m.State == "loaded" && m.Active && m.SHA256 == sum && m.SignerKeyID == keyID[1], m.State
 	})
+	// The accepted statement is remembered in the data directory (0600),
+	// whose missing state the first start reported once.
+	state := filepath.Join(ts.DataDir, "plugin-sequences.json")
+	eventually(t, 10*time.Second, "accepted sequence recorded", func() (bool, string) {
+		b, err := os.ReadFile(state)
+		return err == nil && strings.Contains(string(b), newestStrategy), string(b)
+	})
+	if info, err := os.Stat(state); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, %v (want 0600)", state, info, err)
+	}
+	if n := strings.Count(ts.Log(), "Strategy signature state is missing"); n != 1 {
+		t.Errorf("the missing signature state logged %d times, want once:\n%s", n, ts.Log())
+	}
 
 	lt := &leaderTracker{leading: map[string]bool{}}
 	const lease = "e2e-signed"
@@ -117,7 +130,7 @@ func TestE2EPluginSigning(t *testing.T) {
 	if err := os.WriteFile(strangers, altered, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := runCLI(t, "plugin", "sign", "--key", stranger, strangers); code != 0 {
+	if code, out, errOut := runCLI(t, "plugin", "sign", "--key", stranger, "--strategy", newestStrategy, strangers); code != 0 {
 		t.Fatalf("plugin sign: exit %d\n%s%s", code, out, errOut)
 	}
 	strangerSig, _ := os.ReadFile(strangers + ".sig")
