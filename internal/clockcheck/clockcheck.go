@@ -84,8 +84,20 @@ func (f Floor) Behind(now time.Time) error {
 	if f.At.IsZero() || !now.Before(f.At) {
 		return nil
 	}
-	return fmt.Errorf("%w: it reads %s, before %s (%s); waiting for the time to be set (NTP: systemd-timesyncd, chrony, ntpd)",
-		ErrBehind, now.UTC().Format(time.RFC3339), f.Why, f.At.UTC().Format(time.RFC3339))
+	return fmt.Errorf("%w: %s; waiting for the time to be set (NTP: systemd-timesyncd, chrony, ntpd)", ErrBehind, f.describe(now))
+}
+
+// Note is "" when now is at or after the floor, else what the clock reads
+// and why that is too early, for a server that goes on anyway.
+func (f Floor) Note(now time.Time) string {
+	if f.At.IsZero() || !now.Before(f.At) {
+		return ""
+	}
+	return "the wall clock looks unset: " + f.describe(now)
+}
+
+func (f Floor) describe(now time.Time) string {
+	return fmt.Sprintf("it reads %s, before %s (%s)", now.UTC().Format(time.RFC3339), f.Why, f.At.UTC().Format(time.RFC3339))
 }
 
 // Options tune Wait; zero values take the defaults.

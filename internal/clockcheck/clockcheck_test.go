@@ -92,6 +92,9 @@ func TestCertFloorAndBehind(t *testing.T) {
 			t.Errorf("Behind's message %q does not say %q", err, want)
 		}
 	}
+	if n := f.Note(epoch); !strings.Contains(n, "looks unset") || !strings.Contains(n, "1970-01-01T00:00:12Z") || f.Note(late) != "" {
+		t.Errorf("Note = %q before the floor, %q at it", n, f.Note(late))
+	}
 	if err := f.Behind(late); err != nil {
 		t.Errorf("Behind(floor) = %v, want nil", err)
 	}
