@@ -42,7 +42,8 @@ type layerRule struct {
 // member share. internal/ holds the leaves that sit outside the four
 // layers, which any of them may use (the top level is otherwise the design
 // card's: main.go, engine, storage, plugins, web): internal/cli,
-// internal/datadir, internal/pki and internal/buildversion, and the
+// internal/datadir, internal/pki, internal/buildversion and
+// internal/clockcheck, and the
 // test-only internal/testneeds.
 // Their own rules keep them leaves, each apart from the others.
 var (
@@ -88,6 +89,8 @@ var layerRules = []layerRule{
 		why: "the version strings are read by the composition root and may be by any command, so they must be a leaf: standard library only"},
 	{pkgs: []string{"internal/pki"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/datadir", "internal/testneeds"},
 		why: "certificates are issued by the web server (--tls-auto) and by the cluster's CA (storage/cluster), so the issuer must be a leaf: standard library crypto only"},
+	{pkgs: []string{"internal/clockcheck"}, deny: []string{"thirdparty", "web/...", "engine/...", "storage/...", "plugins/...", "internal/cli", "internal/datadir", "internal/pki", "internal/testneeds"},
+		why: "the wait for a set wall clock runs before the server, its storage or a cluster member start, so it must be a leaf: standard library only"},
 	{pkgs: []string{"."}, deny: []string{"k8s.io/client-go", "github.com/chromedp/"},
 		why: "client-go and chromedp are for tests only; the server binary stays small (Prometheus' client and parser come in with the embedded etcd server, which registers its metrics with them)"},
 }

@@ -67,6 +67,7 @@ type serveConfig struct {
 type server struct {
 	cfg     serveConfig
 	log     *slog.Logger
+	clock   clockGate
 	commits web.CommitHealth
 	store   backend.Store
 	dbPath  string // the storage as logs and the UI name it
@@ -92,11 +93,17 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if _, err := datadir.Open(cfg.DataDir); err != nil {
 		return err
 	}
+	// Before any certificate is made or used: a device that booted in
+	// 1970 waits for NTP (clock.go).
+	clock := newClockGate(cfg)
+	if err := clock.wait(ctx, cfg, logger); err != nil {
+		return err
+	}
 	sec, err := cfg.Security.Build(cfg.Listen, cfg.Layout.TLS(), logger)
 	if err != nil {
 		return err
 	}
-	s := &server{cfg: cfg, log: logger, commits: web.CommitHealth{Metrics: metrics.New()}}
+	s := &server{cfg: cfg, log: logger, clock: clock, commits: web.CommitHealth{Metrics: metrics.New()}}
 	s.commits.Metrics.SetPerLease(cfg.Observability.MetricsPerLease)
 	// A cluster member or a replica is provisioned (or joins) first.
 	s.store, s.dbPath, err = backend.Open(ctx, backend.Options{
@@ -304,6 +311,7 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 				}
 				return nil
 			}},
+			s.clock.readyCheck(),
 		},
 	}
 	if r, ok := s.store.(storage.MemoryReleaser); ok {

@@ -108,7 +108,7 @@ func (m *memo) remember(r history.DecisionRecord, keep int) {
 // newRecord starts an audit record of a decision on k.
 func (c *Controller) newRecord(m *memo, now time.Time, trigger abi.Reason, strategy string, lv leaseView,
 	cands []*candEntry, dec *decision) history.DecisionRecord {
-	r := history.DecisionRecord{Time: now.UTC(), Seq: m.seq, Trigger: string(trigger), Strategy: strategy, Holder: lv.holder}
+	r := history.DecisionRecord{Time: c.wall().UTC(), Seq: m.seq, Trigger: string(trigger), Strategy: strategy, Holder: lv.holder}
 	for _, e := range cands {
 		st := c.state(e, now)
 		r.Candidates = append(r.Candidates, history.DecisionCandidate{

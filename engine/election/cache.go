@@ -174,7 +174,7 @@ func (c *Controller) signalLocked() { c.signal() }
 // a listed object only tells when it claims to have renewed.
 func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, live bool) {
 	k := leaseKey{lc.Namespace, lc.Spec.LeaseName}
-	now := c.now()
+	now, wall := c.now(), c.wall()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	byName := c.cands[k]
@@ -196,7 +196,9 @@ func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, li
 	}
 	e := &candEntry{obj: lc}
 	if old != nil {
-		e.renewAt, e.ackAt, e.pingAt = old.renewAt, old.ackAt, old.pingAt
+		e.renewAt, e.ackAt, e.pingAt, e.createdAt = old.renewAt, old.ackAt, old.pingAt, old.createdAt
+	} else {
+		e.createdAt = now.Add(-wallAge(lc.CreationTimestamp.Time, wall))
 	}
 	renewed := old == nil || !microEqual(old.obj.Spec.RenewTime, lc.Spec.RenewTime)
 	relevant := renewed || old.obj.Spec.BinaryVersion != lc.Spec.BinaryVersion ||
@@ -208,10 +210,7 @@ func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, li
 		case live:
 			e.renewAt, e.ackAt = now, now
 		default:
-			e.renewAt = lc.Spec.RenewTime.Time
-			if e.renewAt.After(now) {
-				e.renewAt = now
-			}
+			e.renewAt = now.Add(-wallAge(lc.Spec.RenewTime.Time, wall))
 		}
 	}
 	byName[lc.Name] = e
@@ -261,6 +260,21 @@ func (c *Controller) replaceCandidates(items []coordinationv1beta1.LeaseCandidat
 	}
 	c.mu.Unlock()
 	c.signal()
+}
+
+// wallAge is how long ago t was by the wall clock reading wall, at least
+// zero: the only place the controller reads a foreign wall time against
+// its own, and only to age what a list found (a candidate's renewal or
+// creation, for its 30-minute validity), as upstream does. The result
+// is converted to a monotonic instant at once, so a later step of the
+// wall clock does not change it; a clock that is behind (a device back
+// in 1970) makes a listed candidate look fresh, never expired, and it
+// still has to answer a ping to be granted anything.
+func wallAge(t, wall time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return max(wall.Sub(t), 0)
 }
 
 func derefStr(p *string) string {

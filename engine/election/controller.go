@@ -30,13 +30,19 @@ type leaseEntry struct {
 }
 
 // candEntry is a cached LeaseCandidate with liveness bookkeeping, all on
-// the controller's clock.
+// the controller's monotonic clock (clock.go).
 type candEntry struct {
 	obj *coordinationv1beta1.LeaseCandidate
 	// renewAt estimates the last renewal, for validity: the observation
-	// time of a renewal seen live, or min(spec.renewTime, first sight)
-	// for one found by a list. Zero when renewTime is unset.
+	// time of a renewal seen live, or, for one found by a list, first
+	// sight minus how old spec.renewTime is by our wall clock (never
+	// less than zero: a renewTime from our future is taken as now).
+	// Zero when renewTime is unset.
 	renewAt time.Time
+	// createdAt estimates the creation the same way from
+	// creationTimestamp, when first seen: the validity of a candidate
+	// that never set renewTime.
+	createdAt time.Time
 	// ackAt is when a renewal (or creation) was observed live; zero if the
 	// candidate was only ever listed. Only this counts as proof of life.
 	ackAt time.Time
@@ -54,7 +60,11 @@ type Controller struct {
 	e    *engine.Engine
 	h    DecisionHistory
 	log  *slog.Logger
+	// now reads the monotonic clock (Clock.Monotonic): every judgement
+	// and wait; wall reads the wall clock (Clock.Now): only what is
+	// written or shown (clock.go).
 	now  func() time.Time
+	wall func() time.Time
 
 	leaseScope, candScope engine.Scope
 
@@ -116,7 +126,8 @@ func New(opts Options) (*Controller, error) {
 		e:             opts.Engine,
 		h:             opts.History,
 		log:           opts.Logger,
-		now:           opts.Now,
+		now:           opts.Clock.Monotonic,
+		wall:          opts.Clock.Now,
 		quickAckFloor: quickAckFloor,
 		leases:        map[leaseKey]*leaseEntry{},
 		cands:         map[leaseKey]map[string]*candEntry{},

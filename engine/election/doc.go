@@ -33,7 +33,11 @@
 //   - Expiry and liveness use the server's observation times (when the
 //     controller saw a renewal), never foreign renewTime values against
 //     our clock; pingTime is written after the candidate's renewTime so
-//     that a candidate whose clock runs ahead still acks.
+//     that a candidate whose clock runs ahead still acks. Every
+//     observation, deadline and wait is on the monotonic clock
+//     (Options.Clock, clock.go): a step of the server's wall clock (a
+//     device that booted in 1970 and is set by NTP) neither expires a
+//     lease renewed on time nor delays the failover of a dead holder.
 //   - Precise timers (lease expiry, ping deadline, candidate validity)
 //     instead of a 5 s requeue: with 4 s leases a dead holder is replaced
 //     in about 4-4.5 s (upstream ~9.5 s). A vacant lease waits at most

@@ -49,7 +49,7 @@ func (c *Controller) CollectGarbage(ctx context.Context) int {
 			o := e.obj
 			expired := !c.valid(e, now)
 			if o.Spec.RenewTime == nil {
-				expired = now.After(o.CreationTimestamp.Add(c.opts.CandidateValidity))
+				expired = now.After(e.createdAt.Add(c.opts.CandidateValidity))
 			}
 			if expired {
 				stale = append(stale, staleCandidate{o.Namespace, o.Name, o.UID, o.ResourceVersion})

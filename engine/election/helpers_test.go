@@ -90,8 +90,12 @@ func newEnv(t testing.TB, opts Options) *testEnv {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	// The engine and the controller share the clock, as in main.
-	e, err := engine.New(engine.Options{Store: st, Logger: log, Now: opts.Now})
+	// The engine and the controller share the (wall) clock, as in main.
+	now := opts.Now
+	if opts.Clock != nil {
+		now = opts.Clock.Now
+	}
+	e, err := engine.New(engine.Options{Store: st, Logger: log, Now: now})
 	if err != nil {
 		t.Fatalf("engine: %v", err)
 	}
@@ -321,6 +325,18 @@ type member struct {
 	observedRaw             string
 	observedAt              time.Time
 	ackedPings, renewedOnce atomic.Int32
+	// tenures are the spans during which this member could believe it
+	// led (guarded by mu), on the monotonic clock.
+	tenures []tenure
+}
+
+// tenure is a span during which a member may act as the leader: from its
+// first successful renewal to when it released the lease, or else to
+// its last successful renewal's send time plus the duration it wrote,
+// which is how long a client-go leader may go on without renewing.
+type tenure struct {
+	member     string
+	start, end time.Time
 }
 
 func (env *testEnv) join(name, lease, emu, bin string) *member {
@@ -438,6 +454,11 @@ func (m *member) tryRenew(ctx context.Context) {
 		s.Strategy, s.PreferredHolder = nil, nil
 		if _, _, err := m.env.e.Update(ctx, m.env.leases, m.lease, l, &metav1.UpdateOptions{}); err == nil {
 			m.leading.Store(false)
+			m.mu.Lock()
+			if n := len(m.tenures); n > 0 && now.Before(m.tenures[n-1].end) {
+				m.tenures[n-1].end = now // it stopped leading before it released
+			}
+			m.mu.Unlock()
 		}
 		return
 	}
@@ -445,9 +466,24 @@ func (m *member) tryRenew(ctx context.Context) {
 	dur := m.leaseDur.Load()
 	s.RenewTime, s.LeaseDurationSeconds = &rt, &dur
 	if _, _, err := m.env.e.Update(ctx, m.env.leases, m.lease, l, &metav1.UpdateOptions{}); err == nil {
+		m.mu.Lock()
+		end := now.Add(time.Duration(dur) * time.Second)
+		if n := len(m.tenures); m.leading.Load() && n > 0 {
+			m.tenures[n-1].end = end
+		} else {
+			m.tenures = append(m.tenures, tenure{member: m.name, start: time.Now(), end: end})
+		}
+		m.mu.Unlock()
 		m.leading.Store(true)
 		m.renewedOnce.Add(1)
 	}
+}
+
+// leadTenures returns a copy of the member's tenures.
+func (m *member) leadTenures() []tenure {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]tenure(nil), m.tenures...)
 }
 
 func microString(t *metav1.MicroTime) string {

@@ -109,14 +109,19 @@ func micros(t time.Time) int64 {
 }
 
 // buildInput is the deterministic snapshot a strategy sees: candidates
-// sorted by name, times from the server's observations.
+// sorted by name, times from the server's observations. Those are
+// monotonic instants (clock.go); the strategy sees them as wall times,
+// all mapped through the wall clock as it reads now, so that they agree
+// with NowUs and with each other even across a step of the wall clock.
 func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseView, cands []*candEntry,
 	drained map[string]history.DrainRecord, now time.Time) *abi.Input {
 	m.seq++
+	wall := c.wall()
+	shown := func(instant time.Time) int64 { return micros(wallAt(instant, wall, now)) }
 	in := &abi.Input{
 		ABIVersion:  abi.ABIVersion,
 		Strategy:    strategy,
-		NowUs:       now.UnixMicro(),
+		NowUs:       wall.UnixMicro(),
 		DecisionSeq: m.seq,
 		Reason:      lv.trigger(),
 		Lease: abi.LeaseState{
@@ -136,7 +141,7 @@ func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseVi
 			in.Lease.HolderSinceUs = in.Lease.AcquireTimeUs
 		}
 		if s.RenewTime != nil {
-			in.Lease.RenewTimeUs = micros(lv.renewSeen)
+			in.Lease.RenewTimeUs = shown(lv.renewSeen)
 		}
 		in.Lease.LeaseDurationS = derefI32(s.LeaseDurationSeconds)
 		in.Lease.Transitions = derefI32(s.LeaseTransitions)
@@ -150,8 +155,8 @@ func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseVi
 			BinaryVersion:    abi.ParseVersion(o.Spec.BinaryVersion),
 			EmulationVersion: abi.ParseVersion(o.Spec.EmulationVersion),
 			Strategy:         string(o.Spec.Strategy),
-			RenewTimeUs:      micros(e.renewAt),
-			PingTimeUs:       micros(e.pingAt),
+			RenewTimeUs:      shown(e.renewAt),
+			PingTimeUs:       shown(e.pingAt),
 			Acked:            c.state(e, now) == stAcked,
 			Labels:           o.Labels,
 		}

@@ -110,8 +110,13 @@ type Options struct {
 	// Logger defaults to slog.Default(). The caller names the component
 	// (serve: component=election): one component field per line.
 	Logger *slog.Logger
-	// Now is the clock; default time.Now. It must be the engine's clock,
-	// since expiry is judged from when the controller observed changes.
+	// Clock separates the wall clock (what is written) from the
+	// monotonic one (every expiry and wait); default SystemClock. The
+	// engine's Options.Now should be Clock.Now, so that the objects the
+	// controller creates and those it writes agree.
+	Clock Clock
+	// Now, when set and Clock is not, is both clocks at once (the form
+	// before Clock): a jump of it is time passing, not a wall-clock step.
 	Now func() time.Time
 	// UserAgent is the Scope.UserAgent of every write (the managedFields
 	// manager); default DefaultUserAgent.
@@ -169,8 +174,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	switch {
+	case o.Clock != nil:
+	case o.Now != nil:
+		o.Clock = funcClock(o.Now)
+	default:
+		o.Clock = SystemClock{}
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent

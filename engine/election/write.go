@@ -29,8 +29,10 @@ func (c *Controller) grant(ctx context.Context, k leaseKey, lv leaseView, target
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: k.name}}
 	}
 	// Microseconds, as stored and served: the mark compares equal to
-	// what the holder reads back.
-	t := metav1.NewMicroTime(now.Truncate(time.Microsecond))
+	// what the holder reads back. renewTime is written from the wall
+	// clock, as every client does; nobody judges expiry from it (the
+	// controller and client-go count from when they saw it change).
+	t := metav1.NewMicroTime(c.wall().Truncate(time.Microsecond))
 	dur := c.opts.grantSeconds()
 	s := &l.Spec
 	prev := derefStr(s.HolderIdentity)
@@ -206,8 +208,9 @@ func (c *Controller) ping(ctx context.Context, k leaseKey, names []string) {
 }
 
 func (c *Controller) pingOne(ctx context.Context, k leaseKey, lc *coordinationv1beta1.LeaseCandidate) {
+	// sent (monotonic) opens the ping window; pingTime is wall time.
 	sent := c.now()
-	pt := sent.Truncate(time.Microsecond)
+	pt := c.wall().Truncate(time.Microsecond)
 	if r := lc.Spec.RenewTime; r != nil && !pt.After(r.Time) {
 		pt = r.Time.Truncate(time.Microsecond).Add(time.Microsecond)
 	}

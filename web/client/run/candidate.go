@@ -100,7 +100,11 @@ func (cd *candidate) once(ctx context.Context) error {
 // retrying once on a conflict with a fresh copy.
 func (cd *candidate) ensure(ctx context.Context, cur *coordinationv1beta1.LeaseCandidate) error {
 	for attempt := 0; ; attempt++ {
-		now := metav1.NewMicroTime(time.Now())
+		var ping *metav1.MicroTime
+		if cur != nil {
+			ping = cur.Spec.PingTime
+		}
+		now := renewTimeFor(time.Now(), ping)
 		var err error
 		if cur == nil {
 			lc := &coordinationv1beta1.LeaseCandidate{
@@ -137,6 +141,22 @@ func (cd *candidate) ensure(ctx context.Context, cur *coordinationv1beta1.LeaseC
 			return fmt.Errorf("renew candidate: %w", err)
 		}
 	}
+}
+
+// renewTimeFor is the renewTime a renewal writes: now, or just after the
+// pending ping when our wall clock reads before it. An ack must be after
+// its ping for the coordinator (upstream compares the two) and for our
+// own watch, which would otherwise see the ping still pending in the echo
+// of our ack and ack again, a write per round trip until our clock
+// caught up: a device whose clock NTP just stepped back by minutes, or
+// that runs behind the coordinator's. (The election controller writes
+// pingTime just after renewTime for the same reason.)
+func renewTimeFor(now time.Time, ping *metav1.MicroTime) metav1.MicroTime {
+	t := now.Truncate(time.Microsecond)
+	if ping != nil && !t.After(ping.Time) {
+		t = ping.Time.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return metav1.NewMicroTime(t)
 }
 
 // remove deletes the candidate on a clean exit so that the election

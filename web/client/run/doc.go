@@ -33,6 +33,14 @@
 // costs no wait, and the leasehold.dev/step-down annotation asks the
 // holder it names for one.
 //
+// Every wait and deadline above is on the monotonic clock, so a step of
+// the wall clock (NTP setting a device that booted in 1970) moves none of
+// them; the wall clock only goes into the renewTime and acquireTime we
+// write, for other readers, and into "leasehold leader"'s one-shot answer
+// (a single read: it can only compare renewTime with our wall clock, as
+// kubectl does). An ack of a ping is written after the ping even when our
+// wall clock reads before it (candidate.go).
+//
 // Known limits: the monotonic clock does not advance while the machine is
 // suspended, so a device that sleeps while leading can resume with a
 // child running after others took over, until its next renewal fails;
