@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/storage/boltdb"
 )
 
 func TestConvertToTable(t *testing.T) {
@@ -117,4 +120,31 @@ func mustAtoi(s string) int {
 	var n int
 	fmt.Sscan(s, &n)
 	return n
+}
+
+// TestCandidateTableDrained: the Drained and Drained By columns come from
+// Options.Drained, per namespace and candidate name.
+func TestCandidateTableDrained(t *testing.T) {
+	env := newTestEnvWith(t, boltdb.Options{}, Options{Drained: func(ns, id string) (string, bool) {
+		return "alice", ns == "demo" && id == "c2"
+	}})
+	ctx := context.Background()
+	csc := env.candidates("v1beta1", "demo")
+	for _, name := range []string{"c1", "c2"} {
+		if _, err := env.e.Create(ctx, csc, newCandidate(name), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, _ := env.e.List(ctx, csc, nil)
+	tbl, err := env.e.ConvertToTable(ctx, csc, cl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range tbl.Rows {
+		got = append(got, fmt.Sprint(r.Cells[0], " ", r.Cells[5], " ", r.Cells[6]))
+	}
+	if s := strings.Join(got, ", "); s != "c1 false <none>, c2 true alice" {
+		t.Errorf("candidate rows %s, want c2 drained by alice", s)
+	}
 }

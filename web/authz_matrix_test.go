@@ -105,6 +105,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/ui/api/v1/system", "", "", "401 403 200 200 200"},
 		{"GET", "/ui/api/v1/namespaces/edge/leases/l/decisions", "", "", "401 403 200 200 200"},
 		{"GET", "/ui/api/v1/namespaces/secret/leases/l/decisions", "", "", "401 403 403 200 200"},
+		// Drains: the LeaseCandidates' subresource "drain", not an admin
+		// endpoint.
+		{"GET", "/leasehold/v1/namespaces/edge/drains", "", "", "401 403 403 200 200"},
+		{"GET", "/leasehold/v1/drains", "", "", "401 403 403 200 200"},
+		{"PUT", "/leasehold/v1/namespaces/edge/drains/d-{u}", "", "", "401 403 403 403 201"},
+		{"DELETE", "/leasehold/v1/namespaces/edge/drains/d-{u}", "", "", "401 403 403 403 200"},
 		// Admin: the whole database.
 		{"GET", "/leasehold/v1/backup", "", "", "401 403 403 200 200"},
 		// Last, as they change namespace secret's data the checks above
@@ -154,7 +160,7 @@ func startAuthorizingServer(t *testing.T, tokens []auth.TokenEntry, policies aut
 	srv, err := web.NewServer(web.Options{
 		Engine: eng, Version: testVersion, Metrics: reg, Policies: policies, Backup: st.Backup,
 		Auth: &auth.Authenticator{Tokens: auth.NewTokens(tokens)},
-		UI:   ui.Sources{Decisions: hist, Timelines: hist},
+		UI:   ui.Sources{Decisions: hist, Timelines: hist}, Drains: hist,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -261,3 +261,18 @@ func candidateLive(lc *coordinationv1beta1.LeaseCandidate, now time.Time, validi
 	ignored := p != nil && p.Time.After(r.Time) && now.Sub(p.Time) > pingWindow
 	return !ignored
 }
+
+// undrained is the valid candidates without the drained: the ones a
+// probe for life may ping (a drained one answering would change nothing).
+func (a *action) undrained() []*candEntry {
+	if len(a.drained) == 0 {
+		return a.valid
+	}
+	out := make([]*candEntry, 0, len(a.valid))
+	for _, e := range a.valid {
+		if !a.isDrained(e.obj.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -230,7 +230,7 @@ func (a *action) run(ctx context.Context) time.Time {
 			a.clearPreferred(ctx, "strategy keeps the holder: "+d.Reason)
 		}
 		if !a.lv.live {
-			a.c.ping(ctx, a.k, a.c.unrankedIdle(a.ranking, a.valid, a.now))
+			a.c.ping(ctx, a.k, a.c.unrankedIdle(a.ranking, a.undrained(), a.now))
 			if a.m.incident("nocandidate", "keep: "+d.Reason) {
 				a.recordAction(ctx, "no-candidate", "", nil)
 			}
@@ -276,7 +276,7 @@ func (a *action) elect(ctx context.Context) time.Time {
 	}
 	// No ranked candidate answered in time: find out whether one the
 	// ranking left out is alive (see progress.go).
-	c.ping(ctx, a.k, c.unrankedIdle(a.ranking, a.valid, a.now))
+	c.ping(ctx, a.k, c.unrankedIdle(a.ranking, a.undrained(), a.now))
 	if a.m.incident("nocandidate", "none acked") {
 		c.log.Warn("No live candidate to grant the lease to", "lease", a.k.String(), "ranked", len(a.ranking))
 		a.recordAction(ctx, "no-candidate", "", nil)

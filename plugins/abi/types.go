@@ -23,6 +23,9 @@ const ABIVersion = 1
 //     minor revision, together with that revision's additions.
 //   - 2: Candidate.Drained (an operator took the candidate's identity out
 //     of service: the host never grants it a lease, whatever the ranking).
+//     ModuleStatus, StateLoaded and StateRefusedPrefix are removed (use
+//     plugins/status.Module); signature files become signed statements
+//     (host side only: modules are unchanged).
 const ABIMinor = 2
 
 // MaxSettingsBytes bounds a strategy's settings document (NAME.json beside

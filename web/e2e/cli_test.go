@@ -290,7 +290,7 @@ func TestE2ECLIEveryCommandHelp(t *testing.T) {
 			names[m[1]+m[2]] = true
 		}
 	}
-	want := []string{"serve", "plugin", "run", "leader", "kubeconfig", "healthcheck", "backup", "restore", "compact", "cluster", "bench", "version"}
+	want := []string{"serve", "plugin", "run", "leader", "drain", "undrain", "kubeconfig", "healthcheck", "backup", "restore", "compact", "cluster", "bench", "version"}
 	for _, name := range want {
 		if !names[name] {
 			t.Errorf("leasehold help does not list %q:\n%s", name, list)
