@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/clockcheck"
 	"github.com/leasehold/leasehold/storage/backend"
+	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/sdnotify"
 )
@@ -81,9 +82,13 @@ func (g clockGate) wait(ctx context.Context, cfg serveConfig, log *slog.Logger) 
 	case backend.Member:
 		m := cfg.Layout.Member()
 		if err := clockcheck.Expired(time.Now(), m.CertFile, m.CAFile); err != nil {
+			name := "NAME"
+			if st, err := cluster.LoadState(m); err == nil {
+				name = st.Name
+			}
 			return fmt.Errorf("%w; the other members refuse it. To bring the device back: on another member, "+
-				"\"leasehold cluster remove NAME\" (it rotates the cluster token); here, move %s aside and start again "+
-				"with --join URL --cluster-token-file and the new token (that member's cluster/token); docs/cluster.md, \"Clocks\"", err, m.Dir)
+				"\"leasehold cluster remove %s\" (it rotates the cluster token); here, move %s aside and start again "+
+				"with --join URL --cluster-token-file and the new token (that member's cluster/token); docs/cluster.md, \"Clocks\"", err, name, m.Dir)
 		}
 	case backend.Replica:
 		r := cfg.Layout.Replica()

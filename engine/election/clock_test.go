@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/abi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -224,4 +225,49 @@ func TestWallClockSteps(t *testing.T) {
 	if bad := overlaps(a, b, c); len(bad) > 0 {
 		t.Fatalf("two leaders at once across wall-clock steps:\n%s", strings.Join(bad, "\n"))
 	}
+}
+
+// TestListedCandidateAgedOnce: a candidate found by a list (a restarted
+// controller) is aged once by its renewTime against our wall clock, for
+// its validity only, and the age becomes a monotonic instant at once: a
+// renewTime from our clock's future (a device back in 1970) counts as
+// fresh, one 40 minutes old as expired, and a later step of the wall
+// clock by a century changes neither.
+func TestListedCandidateAgedOnce(t *testing.T) {
+	t.Parallel()
+	clock := newSteppedClock()
+	clock.step(-50 * 365 * 24 * time.Hour) // booted in the 1970s
+	opts := fastOptions()
+	opts.Clock = clock
+	env := newEnv(t, opts)
+	wall := clock.Now()
+	listed := func(name string, renew, created time.Time) {
+		lc := candidateObj(name, "1.30.0", abi.BuiltinStrategy)
+		lc.UID, lc.ResourceVersion = types.UID(name), "1"
+		lc.CreationTimestamp = metav1.NewTime(created)
+		if !renew.IsZero() {
+			rt := metav1.NewMicroTime(renew)
+			lc.Spec.RenewTime = &rt
+		}
+		env.c.observeCandidate(lc, false)
+	}
+	listed("future", time.Now(), time.Now()) // renewed by a clock 50 years ahead of ours
+	listed("stale", wall.Add(-40*time.Minute), wall.Add(-time.Hour))
+	listed("never", time.Time{}, wall.Add(-10*time.Minute)) // no renewTime: aged by creation
+	check := func(when string) {
+		t.Helper()
+		now := env.c.now()
+		if e := env.cachedCandidate("l", "future"); e == nil || !env.c.valid(e, now) || now.Sub(e.renewAt) > time.Minute {
+			t.Errorf("%s: a candidate renewed at our clock's future is not fresh: %+v", when, e)
+		}
+		if e := env.cachedCandidate("l", "stale"); e == nil || env.c.valid(e, now) {
+			t.Errorf("%s: a candidate renewed 40 min ago by our clock counts as valid", when)
+		}
+		if e := env.cachedCandidate("l", "never"); e == nil || now.Sub(e.createdAt) < 10*time.Minute || now.Sub(e.createdAt) > 11*time.Minute {
+			t.Errorf("%s: a candidate created 10 min ago: createdAt %v before now", when, now.Sub(e.createdAt))
+		}
+	}
+	check("after the list")
+	clock.step(100 * 365 * 24 * time.Hour)
+	check("after a step of the wall clock by a century")
 }

@@ -109,19 +109,14 @@ func micros(t time.Time) int64 {
 }
 
 // buildInput is the deterministic snapshot a strategy sees: candidates
-// sorted by name, times from the server's observations. Those are
-// monotonic instants (clock.go); the strategy sees them as wall times,
-// all mapped through the wall clock as it reads now, so that they agree
-// with NowUs and with each other even across a step of the wall clock.
+// sorted by name, times from the server's observations.
 func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseView, cands []*candEntry,
 	drained map[string]history.DrainRecord, now time.Time) *abi.Input {
 	m.seq++
-	wall := c.wall()
-	shown := func(instant time.Time) int64 { return micros(wallAt(instant, wall, now)) }
 	in := &abi.Input{
 		ABIVersion:  abi.ABIVersion,
 		Strategy:    strategy,
-		NowUs:       wall.UnixMicro(),
+		NowUs:       c.wall().UnixMicro(),
 		DecisionSeq: m.seq,
 		Reason:      lv.trigger(),
 		Lease: abi.LeaseState{
@@ -132,6 +127,12 @@ func (c *Controller) buildInput(k leaseKey, m *memo, strategy string, lv leaseVi
 		Candidates: make([]abi.Candidate, 0, len(cands)),
 		History:    append([]abi.HistoryEntry(nil), m.history...),
 	}
+	// The observation times below are monotonic instants (clock.go); the
+	// strategy sees them as wall times, all mapped through the wall clock
+	// as NowUs read it, so that they agree with NowUs and with each other
+	// even across a step of the wall clock.
+	wall := time.UnixMicro(in.NowUs)
+	shown := func(instant time.Time) int64 { return micros(wallAt(instant, wall, now)) }
 	var uid string
 	if lv.exists {
 		s := &lv.obj.Spec

@@ -103,7 +103,7 @@ func TestMemberWithExpiredCertificate(t *testing.T) {
 		t.Fatalf("a member with an expired certificate started; log:\n%s", p.log.String())
 	}
 	log := p.log.String()
-	for _, want := range []string{member + " expired at", "leasehold cluster remove", "--join"} {
+	for _, want := range []string{member + " expired at", "leasehold cluster remove m1", "--join"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, log)
 		}
