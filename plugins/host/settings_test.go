@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,7 +127,8 @@ func TestModuleNeedsNewerMinor(t *testing.T) {
 		t.Fatal("testdata/hello.wat changed: cannot add abiMinor to its info")
 	}
 	_, err = Vet(context.Background(), wat(t, newer))
-	if err == nil || !strings.Contains(err.Error(), "module needs lease-strategy ABI 1.99, this server supports 1.1") {
+	want := fmt.Sprintf("module needs lease-strategy ABI 1.99, this server supports %d.%d", abi.ABIVersion, abi.ABIMinor)
+	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Vet = %v", err)
 	}
 }
