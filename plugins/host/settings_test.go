@@ -127,7 +127,7 @@ func TestModuleNeedsNewerMinor(t *testing.T) {
 		t.Fatal("testdata/hello.wat changed: cannot add abiMinor to its info")
 	}
 	_, err = Vet(context.Background(), wat(t, newer))
-	want := fmt.Sprintf("module needs lease-strategy ABI 1.99, this server supports 1.%d", abi.ABIMinor)
+	want := fmt.Sprintf("module needs lease-strategy ABI 1.99, this server supports %d.%d", abi.ABIVersion, abi.ABIMinor)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Vet = %v", err)
 	}
