@@ -93,6 +93,10 @@ type Controller struct {
 	// duration it can rely on instead.
 	quickAckFloor time.Duration
 
+	// previews are hand-over previews waiting for the worker, which
+	// answers them between reconciles (preview.go).
+	previews chan previewRequest
+
 	leasesSynced, candsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
 	// (startup.go).
@@ -122,6 +126,7 @@ func New(opts Options) (*Controller, error) {
 		dirty:         map[leaseKey]struct{}{},
 		due:           map[leaseKey]time.Time{},
 		wake:          make(chan struct{}, 1),
+		previews:      make(chan previewRequest),
 		backoff:       newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
@@ -196,6 +201,8 @@ func (c *Controller) runWorker(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-c.wake:
+			case r := <-c.previews:
+				r.reply <- previewResult{err: errPreviewNotSynced}
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
@@ -236,6 +243,9 @@ func (c *Controller) runWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		case r := <-c.previews:
+			p, err := c.preview(ctx, r.k, r.candidate)
+			r.reply <- previewResult{p: p, err: err}
 		case <-timer.C:
 		case <-resync.C:
 			c.Resync()
