@@ -37,6 +37,8 @@ func (operatorChoice) Decide(_ context.Context, in *abi.Input) (*abi.Decision, e
 		d.Ranking = append(append([]string{l.PreferredHolder}, d.Ranking[:i]...), d.Ranking[i+1:]...)
 	}
 	switch {
+	case len(d.Ranking) == 0:
+		d.Action, d.Reason = abi.ActionKeep, "no candidate"
 	case l.PreferredHolder != "" && slices.Contains(d.Ranking, l.PreferredHolder):
 		d.Action, d.Preempt, d.Reason = abi.ActionPrefer, true, "the operator prefers "+l.PreferredHolder
 	case l.Exists && !l.Expired && l.HolderIsCandidate:
