@@ -259,3 +259,28 @@ func TestPreviewHandOverRefusedByBuiltin(t *testing.T) {
 		t.Errorf("no decision on the hand-over: %+v", recs)
 	}
 }
+
+// BenchmarkPreviewHandOver is one hand-over preview through the worker
+// with the native OldestEmulationVersion on a lease with 3 candidates:
+// the cost of the dry run itself, without a WebAssembly guest.
+func BenchmarkPreviewHandOver(b *testing.B) {
+	env := newPatientEnv(b, fastOptions())
+	old := env.join("c-old", "kcm", "1.30.0", "1.30.0")
+	old.leaseDur.Store(60)
+	old.elect.Store(true)
+	env.run()
+	env.eventually(3*time.Second, "c-old leads", old.leading.Load)
+	mid, newer := env.join("c-mid", "kcm", "1.31.0", "1.31.0"), env.join("c-new", "kcm", "1.32.0", "1.32.0")
+	env.candidateSynced("c-mid")
+	env.candidateSynced("c-new")
+	env.quiet(old, mid, newer)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := env.c.PreviewHandOver(ctx, testNS, "kcm", "c-new")
+		if err != nil || p.Outcome != PreviewKeepsHolder {
+			b.Fatalf("preview: %v %+v", err, p)
+		}
+	}
+}
