@@ -163,7 +163,7 @@ func TestHandOverPreviewEndpoint(t *testing.T) {
 	holder, dur, strategy := "gw-old", int32(3600), coordinationv1.CoordinatedLeaseStrategy("OldestEmulationVersion")
 	if _, err := eng.Create(ctx, engine.Scope{Resource: leases, Version: "v1", Namespace: "edge"}, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now, AcquireTime: &now, Strategy: &strategy},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now, AcquireTime: &now, Strategy: &strategy},
 	}, &metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
