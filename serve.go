@@ -314,6 +314,13 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 			s.clock.readyCheck(),
 		},
 	}
+	opts.UI.HandOverPreview = func(ctx context.Context, ns, name, candidate string) (election.HandOverPreview, error) {
+		c := s.ctrl.Load()
+		if c == nil {
+			return election.HandOverPreview{}, fmt.Errorf("%w: the election controller does not run on this server now (in a cluster it runs on one member at a time: ask the one that leads it)", election.ErrPreviewUnavailable)
+		}
+		return c.PreviewHandOver(ctx, ns, name, candidate)
+	}
 	if r, ok := s.store.(storage.MemoryReleaser); ok {
 		opts.OnIdle = r.ReleaseMemory
 	}

@@ -111,6 +111,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/leasehold/v1/drains", "", "", "401 403 403 200 200"},
 		{"PUT", "/leasehold/v1/namespaces/edge/drains/d-{u}", "", "", "401 403 403 403 201"},
 		{"DELETE", "/leasehold/v1/namespaces/edge/drains/d-{u}", "", "", "401 403 403 403 200"},
+		// A hand-over preview is authorized as the hand-over (patch of
+		// the lease); this server wires no election controller (501).
+		{"POST", "/ui/api/v1/namespaces/edge/leases/l/handover-preview", `{"candidate":"c"}`, "Content-Type: application/json", "401 403 501 403 501"},
+		{"POST", "/ui/api/v1/namespaces/secret/leases/l/handover-preview", `{"candidate":"c"}`, "Content-Type: application/json", "401 403 403 403 501"},
 		// Admin: the whole database.
 		{"GET", "/leasehold/v1/backup", "", "", "401 403 403 200 200"},
 		// Last, as they change namespace secret's data the checks above

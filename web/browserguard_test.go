@@ -79,6 +79,27 @@ func TestBrowserGuard(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d with %q", c.name, code, body, c.code, c.msg)
 		}
 	}
+	// The UI's hand-over preview (it runs a strategy) is guarded as any
+	// write; its own rule takes JSON only, from authenticated users too.
+	preview := "/ui/api/v1/namespaces/default/leases/a/handover-preview"
+	for _, c := range []struct {
+		name string
+		base string
+		hdr  []string
+		code int
+		msg  string
+	}{
+		{"preview, cross-site", open, []string{"Content-Type: application/json", "Sec-Fetch-Site: cross-site"}, 403, "a cross-site request"},
+		{"preview, foreign origin", open, []string{"Content-Type: application/json", "Origin: http://localhost:9"}, 403, "web page at"},
+		{"preview, text/plain", open, []string{"Content-Type: text/plain"}, 415, "unknown format"},
+		{"preview, same origin", open, []string{"Content-Type: application/json", "Origin: http://" + self, "Sec-Fetch-Site: same-origin"}, 501, "no election controller"},
+		{"preview, authenticated text/plain", authed, []string{"Authorization: Bearer t", "Content-Type: text/plain"}, 415, "Content-Type: application/json"},
+	} {
+		code, body := send(c.base, "POST", preview, "", `{"candidate":"c"}`, c.hdr...)
+		if code != c.code || !strings.Contains(body, c.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, code, body, c.code, c.msg)
+		}
+	}
 	// Authenticated: a device reached by any name, from anywhere.
 	code, body := send(authed, "POST", leases, "pi.local:8080", lease("z"), "Authorization: Bearer t",
 		"Content-Type: application/json", "Origin: http://pi.local:8080", "Sec-Fetch-Site: same-site")

@@ -192,6 +192,16 @@ func requestInfo(rc *fasthttp.RequestCtx) auth.RequestInfo {
 		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: verb,
 			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns, Name: name}
 	}
+	if ns, name, ok := ui.PreviewPath(path); ok {
+		// Previewing a hand-over is allowed to whoever may hand the lease
+		// over: patch it.
+		verb := "patch"
+		if !rc.IsPost() {
+			verb = strings.ToLower(string(rc.Method()))
+		}
+		return auth.RequestInfo{IsResourceRequest: true, Path: path, Verb: verb,
+			APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns, Name: name}
+	}
 	return auth.NewRequestInfo(string(rc.Method()), path, rc.QueryArgs())
 }
 

@@ -108,6 +108,10 @@ type Controller struct {
 	// (drain.go), guarded by mu.
 	drained map[string]map[string]history.DrainRecord
 
+	// previews are hand-over previews waiting for the worker, which
+	// answers them between reconciles (preview.go).
+	previews chan previewRequest
+
 	leasesSynced, candsSynced, drainsSynced atomic.Bool
 	// strategies is where the wait for the strategy modules stands
 	// (startup.go).
@@ -139,6 +143,7 @@ func New(opts Options) (*Controller, error) {
 		dirty:         map[leaseKey]struct{}{},
 		due:           map[leaseKey]time.Time{},
 		wake:          make(chan struct{}, 1),
+		previews:      make(chan previewRequest),
 		backoff:       newModuleBackoff(opts.FailureBackoff, opts.MaxFailureBackoff),
 	}
 	lr, ok1 := c.e.ResourceFor(engine.GroupName, "v1", "leases")
@@ -216,6 +221,8 @@ func (c *Controller) runWorker(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-c.wake:
+			case r := <-c.previews:
+				r.reply <- previewResult{err: errPreviewNotSynced}
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
@@ -256,6 +263,9 @@ func (c *Controller) runWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		case r := <-c.previews:
+			p, err := c.preview(ctx, r.k, r.candidate)
+			r.reply <- previewResult{p: p, err: err}
 		case <-timer.C:
 		case <-resync.C:
 			c.Resync()

@@ -73,19 +73,29 @@ type progressCheck func(*abi.Decision) error
 // a well-formed answer either. A module within its failure backoff on
 // lease k is not called: it counts as failed.
 func (c *Controller) decide(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck) decision {
+	return c.decideAs(ctx, k, s, in, progress, false)
+}
+
+// decideAs is decide; a dry decision (a hand-over preview) calls the same
+// strategies under the same deadline and backoff windows, but counts
+// nothing and opens or closes no window: it leaves the controller as it
+// found it.
+func (c *Controller) decideAs(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck, dry bool) decision {
 	in.Settings = settingsOf(s)
-	d, err := c.guardedCall(ctx, k, s, in, progress)
+	d, err := c.guardedCall(ctx, k, s, in, progress, dry)
 	if err == nil {
 		return decision{d: d, module: s.Module(), strategy: s.Name(), in: in}
 	}
-	c.stats.fallbacks.Add(1)
+	if !dry {
+		c.stats.fallbacks.Add(1)
+	}
 	for _, fb := range []abi.Strategy{c.opts.Fallback, NativeOldest} {
 		if sameStrategy(fb, s) {
 			continue
 		}
 		fin := *in
 		fin.Strategy, fin.Settings = fb.Name(), settingsOf(fb)
-		fd, ferr := c.guardedCall(ctx, k, fb, &fin, progress)
+		fd, ferr := c.guardedCall(ctx, k, fb, &fin, progress, dry)
 		if ferr == nil {
 			return decision{d: fd, module: fb.Module(), strategy: fb.Name(), fallback: true, failure: err, in: in}
 		}
@@ -111,20 +121,27 @@ func settingsOf(s abi.Strategy) json.RawMessage {
 // progress check only: they are the reference the check falls back to,
 // and their rules (e.g. no candidate with valid versions: nobody is
 // eligible) stand.
-func (c *Controller) guardedCall(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck) (*abi.Decision, error) {
+func (c *Controller) guardedCall(ctx context.Context, k leaseKey, s abi.Strategy, in *abi.Input, progress progressCheck, dry bool) (*abi.Decision, error) {
 	native := sameStrategy(s, NativeOldest)
 	if !native {
 		if err := c.backoff.blocked(k, s, c.now()); err != nil {
-			c.stats.backedOff.Add(1)
+			if !dry {
+				c.stats.backedOff.Add(1)
+			}
 			return nil, err
 		}
 	}
 	d, err := c.call(ctx, s, in)
 	if err == nil && !native && progress != nil && !s.Module().Builtin {
 		if perr := progress(d); perr != nil {
-			c.stats.stalls.Add(1)
+			if !dry {
+				c.stats.stalls.Add(1)
+			}
 			d, err = nil, fmt.Errorf("%w: %s: %w", abi.ErrStrategyFailed, s.Name(), perr)
 		}
+	}
+	if dry {
+		return d, err
 	}
 	if err != nil {
 		c.stats.strategyErrors.Add(1)

@@ -1,12 +1,16 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/leasehold/leasehold/engine/election"
 )
 
 // Operator actions. The page does each one through the Kubernetes API with
@@ -100,4 +104,74 @@ func (h *Handler) serveAction(rc *fasthttp.RequestCtx, ns, name, action string) 
 	}
 	rc.SetStatusCode(fasthttp.StatusCreated)
 	h.writeJSON(rc, d)
+}
+
+// PreviewPath parses the path of a hand-over preview,
+// /ui/api/v1/namespaces/<ns>/leases/<name>/handover-preview. The server
+// authorizes it as the hand-over itself (patch of the lease): it runs the
+// lease's strategy, and only who may hand the lease over needs to know
+// what the strategy would do with it.
+func PreviewPath(p string) (namespace, name string, ok bool) {
+	rest, found := strings.CutPrefix(p, "/ui/api/v1/")
+	if !found {
+		return "", "", false
+	}
+	seg := strings.Split(rest, "/")
+	if len(seg) == 5 && seg[0] == "namespaces" && seg[2] == "leases" && seg[4] == "handover-preview" && seg[1] != "" && seg[3] != "" {
+		return seg[1], seg[3], true
+	}
+	return "", "", false
+}
+
+// PreviewRequest is the body of a hand-over preview.
+type PreviewRequest struct {
+	// Candidate is the identity the lease would be handed over to.
+	Candidate string `json:"candidate"`
+}
+
+// previewTimeout bounds a preview: it waits for the election worker to
+// finish the reconcile in hand, then for up to two decisions, each within
+// the decision deadline (and its fallbacks').
+const previewTimeout = 15 * time.Second
+
+// servePreview answers a hand-over preview: 200 with what the election
+// controller would do (election.HandOverPreview), 501 without a
+// controller, 503 when it cannot tell now (in a cluster, the controller
+// runs on one member at a time).
+func (h *Handler) servePreview(rc *fasthttp.RequestCtx, ns, name string) {
+	if err := leaseNameError(ns, name); err != nil {
+		h.writeError(rc, fasthttp.StatusNotFound, err)
+		return
+	}
+	if mt, _, _ := strings.Cut(string(rc.Request.Header.ContentType()), ";"); strings.TrimSpace(mt) != "application/json" {
+		h.writeError(rc, fasthttp.StatusUnsupportedMediaType, errors.New("a hand-over preview is a JSON body (Content-Type: application/json)"))
+		return
+	}
+	var in PreviewRequest
+	if err := json.Unmarshal(rc.PostBody(), &in); err != nil {
+		h.writeError(rc, fasthttp.StatusBadRequest, fmt.Errorf("decoding the preview request: %w", err))
+		return
+	}
+	if in.Candidate == "" {
+		h.writeError(rc, fasthttp.StatusBadRequest, errors.New("a hand-over preview needs a candidate"))
+		return
+	}
+	src := h.opts.Sources.HandOverPreview
+	if src == nil {
+		h.writeError(rc, fasthttp.StatusNotImplemented, errors.New("this server runs no election controller"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), previewTimeout)
+	defer cancel()
+	p, err := src(ctx, ns, name, in.Candidate)
+	switch {
+	case errors.Is(err, election.ErrPreviewUnavailable):
+		h.writeError(rc, fasthttp.StatusServiceUnavailable, err)
+		return
+	case err != nil:
+		h.log.Warn("Previewing a hand-over failed", "namespace", ns, "lease", name, "candidate", in.Candidate, "err", err)
+		h.writeError(rc, fasthttp.StatusInternalServerError, err)
+		return
+	}
+	h.writeJSON(rc, p)
 }

@@ -34,6 +34,9 @@
 //	POST /ui/api/v1/namespaces/<ns>/leases/<name>/actions/<stepdown|release|handover|delete>
 //	                        records an operator action the page did through
 //	                        the API, with the authenticated user (actions.go)
+//	POST /ui/api/v1/namespaces/<ns>/leases/<name>/handover-preview
+//	                        what the election would do with a hand-over to
+//	                        {"candidate": ...}, written nowhere (actions.go)
 //
 // Every response carries a strict Content-Security-Policy (no inline
 // scripts or styles), nosniff, no-referrer and frame denial.

@@ -124,6 +124,15 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) bool {
 		h.serveAction(rc, ns, name, action)
 		return true
 	}
+	if ns, name, ok := PreviewPath(p); ok {
+		if !rc.IsPost() {
+			rc.Response.Header.Set("Allow", "POST")
+			plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")
+			return true
+		}
+		h.servePreview(rc, ns, name)
+		return true
+	}
 	if !(rc.IsGet() || rc.IsHead()) {
 		rc.Response.Header.Set("Allow", "GET, HEAD")
 		plain(rc, fasthttp.StatusMethodNotAllowed, "method not allowed")

@@ -399,3 +399,19 @@ func noConsoleErrors(t *testing.T, errs func() []string) {
 		t.Errorf("the page logged errors:\n%s", strings.Join(e, "\n"))
 	}
 }
+
+// noConsoleErrorsBut is noConsoleErrors for a page that is expected to
+// log failed requests to URLs containing expected (a browser logs every
+// non-2xx response as an error).
+func noConsoleErrorsBut(t *testing.T, errs func() []string, expected string) {
+	t.Helper()
+	var left []string
+	for _, e := range errs() {
+		if !strings.Contains(e, expected) {
+			left = append(left, e)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(left, "\n"))
+	}
+}

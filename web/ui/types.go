@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/leasehold/leasehold/engine"
+	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/status"
 )
@@ -31,6 +32,12 @@ type Sources struct {
 	// Timelines keeps the lease timelines across restarts; without it
 	// they are kept in memory only. engine/history's *Store fits.
 	Timelines TimelineStore
+	// HandOverPreview asks the election controller what it would do if
+	// the lease's spec.preferredHolder named candidate now, without
+	// writing anything (election.Controller.PreviewHandOver); nil when
+	// no controller is wired (the preview endpoint then answers 501). An
+	// error wrapping election.ErrPreviewUnavailable is a 503.
+	HandOverPreview func(ctx context.Context, ns, name, candidate string) (election.HandOverPreview, error)
 	// Cluster reports the embedded etcd cluster this server is a member
 	// of, JSON-encoded as it is (GET /leasehold/v1/cluster's body); nil on
 	// a single device.

@@ -14,6 +14,18 @@ const GROUP = 'coordination.k8s.io';
 // (web/client/run.AnnotationStepDown).
 const STEP_DOWN = 'leasehold.dev/step-down';
 
+// MANUAL is the spec.strategy a plain lease's hand-over writes beside
+// preferredHolder (validation wants one): a name the election controller
+// implements none of, so it leaves the lease to its plain electors.
+const MANUAL = 'leasehold.dev/manual';
+
+// DRAIN_DOCS is where drain is documented.
+const DRAIN_DOCS = 'https://github.com/leasehold/leasehold#drain-a-maintenance-mode-for-candidates';
+
+// coordinated: the lease has LeaseCandidates, so the election controller
+// decides who gets it; a plain lease is left to its electors.
+const coordinated = (l) => l.candidates.length > 0;
+
 // forceCost says what a forced release costs on this lease.
 function forceCost(l) {
   const d = l.duration ? `${l.duration} s` : 'its duration';
@@ -43,9 +55,17 @@ const ACTIONS = {
   },
   handover: {
     label: 'Hand over', verb: 'patch',
-    what: (l, to) => `Set spec.preferredHolder of ${l.ns}/${l.name} to ${to}. ${l.holder || 'The holder'} is asked to step down, and the lease goes to ${to}.`,
-    kubectl: (l, to) => `kubectl patch lease -n ${l.ns} ${l.name} --type=merge -p '{"spec":{"preferredHolder":${JSON.stringify(to || '<candidate>')}}}'`,
-    request: (l, to) => ({ method: 'PATCH', type: 'application/merge-patch+json', body: { spec: { preferredHolder: to } } }),
+    what: (l, to) => coordinated(l)
+      ? `Set spec.preferredHolder of ${l.ns}/${l.name} to ${to}. ${l.holder || 'The holder'} is asked to step down, and the election controller ` +
+        'gives the lease to whom the lease\'s strategy picks.'
+      : `Set spec.preferredHolder of ${l.ns}/${l.name} to ${to} (with spec.strategy ${MANUAL}, which validation requires and the election controller leaves alone). ` +
+        `${l.holder || 'The holder'} stops its program and releases the lease if it is leasehold run, and ${to} then has one lease duration to take it before the other standbys. ` +
+        'A client-go elector ignores preferredHolder (and clears it as it renews).',
+    kubectl: (l, to) => coordinated(l)
+      ? `kubectl patch lease -n ${l.ns} ${l.name} --type=merge -p '{"spec":{"preferredHolder":${JSON.stringify(to || '<candidate>')}}}'`
+      : `kubectl patch lease -n ${l.ns} ${l.name} --type=merge -p '{"spec":{"strategy":"${MANUAL}","preferredHolder":${JSON.stringify(to || '<identity>')}}}'`,
+    request: (l, to) => ({ method: 'PATCH', type: 'application/merge-patch+json',
+      body: { spec: coordinated(l) ? { preferredHolder: to } : { strategy: MANUAL, preferredHolder: to } } }),
   },
   delete: {
     label: 'Delete', verb: 'delete', danger: true,
@@ -74,15 +94,21 @@ export function actionsPanel(ns, name, onDone) {
   const allowed = {};
   const denied403 = {};
 
-  const target = h('select', { id: 'handover-to', 'aria-label': 'Candidate to hand the lease over to' });
-  target.addEventListener('change', () => render());
+  const pick = h('select', { id: 'handover-to', 'aria-label': 'Candidate to hand the lease over to' });
+  pick.addEventListener('change', () => render());
+  // A plain lease has no candidates to pick from: the operator names the
+  // identity (a leasehold run's --identity).
+  const ident = h('input', { type: 'text', id: 'handover-id', hidden: true, placeholder: 'identity', spellcheck: 'false',
+    autocomplete: 'off', 'aria-label': 'Identity to hand the lease over to' });
+  ident.addEventListener('input', () => render());
+  const target = { get value() { return coordinated(cur) ? pick.value : ident.value.trim(); } };
   const rows = {};
   for (const [key, a] of Object.entries(ACTIONS)) {
     const btn = h('button', { type: 'button', id: `act-${key}`, class: a.danger ? 'danger' : '', onclick: () => confirm(key) }, a.label);
     const why = h('span', { class: 'why muted', id: `why-${key}` });
     const cmd = h('code', { class: 'clip' });
     rows[key] = { btn, why, cmd, el: h('li', { 'data-action': key },
-      h('div', { class: 'act' }, key === 'handover' ? [btn, ' to ', target] : btn, why),
+      h('div', { class: 'act' }, key === 'handover' ? [btn, ' to ', pick, ident] : btn, why),
       h('div', { class: 'kc' }, cmd, copyButton(() => cmd.textContent, `Copy: kubectl ${a.label.toLowerCase()}`))) };
   }
   const el = h('ul', { class: 'cmds acts', id: 'actions' }, Object.values(rows).map((r) => r.el));
@@ -99,11 +125,18 @@ export function actionsPanel(ns, name, onDone) {
   document.body.append(dlg);
   let pending = null;
   dGo.addEventListener('click', () => pending && pending());
+  // follow is the hand-over being watched until the lease shows its
+  // outcome; asked counts dialogs, so that a late preview answer for an
+  // earlier one is dropped.
+  let follow = null;
+  let asked = 0;
 
   function confirm(key) {
     const a = ACTIONS[key];
     const to = target.value;
     const snap = { ...cur };
+    stopFollowing();
+    asked++;
     setText(dTitle, a.title ? a.title(snap) : `${a.label} ${ns}/${name}?`);
     setText(dText, a.what(snap, to));
     setText(dCmd, a.kubectl(snap, to));
@@ -116,6 +149,46 @@ export function actionsPanel(ns, name, onDone) {
     pending = () => run(key, snap, to);
     dlg.showModal();
     dCancel.focus();
+    if (key === 'handover' && coordinated(snap)) preview(snap, to, asked);
+  }
+
+  // preview asks the server what the election controller would do with
+  // the hand-over, through the lease's strategy, before anything is
+  // written; a hand-over the strategy would undo is not offered.
+  async function preview(snap, to, n) {
+    dGo.disabled = true;
+    dResult.replaceChildren(h('p', { class: 'muted', id: 'action-preview' }, `Asking the lease's strategy what it would do with ${to}…`));
+    let p, err;
+    try {
+      const res = await api(`/ui/api/v1/namespaces/${enc(ns)}/leases/${enc(name)}/handover-preview`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ candidate: to }) });
+      if (res.ok) p = await res.json();
+      else err = await errorOf(res);
+    } catch (e) {
+      err = e.message;
+    }
+    if (n !== asked || !dlg.open) return;
+    if (!p) {
+      dResult.replaceChildren(h('p', { class: 'banner', id: 'action-preview' },
+        `Could not ask the strategy what it would do (${err}). The election controller may undo the hand-over; the result will say what happened.`));
+      dGo.disabled = false;
+      return;
+    }
+    if (p.keeps) {
+      dResult.replaceChildren(h('p', { class: 'ok', id: 'action-preview' }, p.message));
+      dGo.disabled = false;
+      return;
+    }
+    const out = [h('p', { class: 'banner', id: 'action-refused', role: 'alert' }, `Not handed over: ${p.message}`)];
+    if (snap.holder) {
+      const cmd = `leasehold drain ${snap.holder} -n ${ns}`;
+      out.push(h('div', { id: 'action-drain' },
+        h('p', {}, `To take ${snap.holder} out of the lease, drain it instead: a drained holder hands over gracefully to the next-best candidate, `,
+          'and is not chosen again until it is undrained. ', h('a', { href: DRAIN_DOCS, target: '_blank', rel: 'noopener' }, 'Drain in the docs'), '.'),
+        h('pre', { class: 'raw' }, cmd)));
+    }
+    dResult.replaceChildren(...out);
+    dGo.hidden = true;
   }
 
   async function run(key, snap, to) {
@@ -140,12 +213,17 @@ export function actionsPanel(ns, name, onDone) {
     const obj = await res.json().catch(() => null);
     obj && (obj.apiVersion ||= `${GROUP}/v1`, obj.kind ||= 'Lease');
     if (obj?.metadata) delete obj.metadata.managedFields;
-    const done = h('p', { class: 'ok', id: 'action-done' }, key === 'stepdown' ? `Asked ${snap.holder} to step down.` : `${a.label}: done.`);
+    // A hand-over is done only when the lease shows the new holder: until
+    // then the page says what it asked, and then what happened.
+    const done = key === 'handover'
+      ? h('p', { class: 'muted', id: 'action-pending' }, `Asked ${snap.holder || 'the holder'} to hand ${ns}/${name} over to ${to}. Waiting for ${to} to hold it…`)
+      : h('p', { class: 'ok', id: 'action-done' }, key === 'stepdown' ? `Asked ${snap.holder} to step down.` : `${a.label}: done.`);
     const audit = h('p', { id: 'action-audit', class: 'muted' }, 'Recording it in the decision history…');
     dResult.replaceChildren(done, audit, h('p', { class: 'muted' }, key === 'delete' ? 'The deleted object:' : 'The lease now:'),
       h('pre', { class: 'raw', id: 'action-object' }, obj ? toYAML(obj) : '(no body)'));
     dGo.hidden = true;
     setText(dCancel, 'Close');
+    if (key === 'handover' && obj?.metadata) startFollowing(snap, to, obj, done);
     try {
       const r = await api(`/ui/api/v1/namespaces/${enc(ns)}/leases/${enc(name)}/actions/${key}`, {
         method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -158,6 +236,56 @@ export function actionsPanel(ns, name, onDone) {
       setText(audit, `Done, but not recorded in the decision history: ${e.message}`);
       audit.className = 'banner';
     }
+    onDone();
+  }
+
+  // startFollowing watches the lease (through update, which the page's
+  // watch drives) until the hand-over shows its outcome, or a deadline:
+  // two lease durations and 5 s, between 15 s and 2 min.
+  function startFollowing(snap, to, patched, el) {
+    const secs = Math.min(Math.max(2 * (snap.duration || 0) + 5, 15), 120);
+    follow = { to, from: snap.holder, uid: patched.metadata.uid, rv: patched.metadata.resourceVersion, el, coordinated: coordinated(snap), last: patched };
+    follow.timer = setTimeout(() => {
+      const l = follow?.last;
+      finish(false, `${to} does not hold the lease ${secs} s after the hand-over (holder: ${l?.spec?.holderIdentity || 'none'}, ` +
+        `preferredHolder: ${l?.spec?.preferredHolder || 'none'}): the hand-over is not done.`);
+    }, secs * 1000);
+    judge(patched);
+  }
+
+  function stopFollowing() {
+    if (follow) clearTimeout(follow.timer);
+    follow = null;
+  }
+
+  // notOlder compares resourceVersions, which leasehold serves as numbers
+  // (the etcd revision); events come in order anyway.
+  function notOlder(a, b) {
+    try { return BigInt(a) >= BigInt(b); } catch { return a === b; }
+  }
+
+  function judge(l) {
+    const f = follow;
+    if (!f) return;
+    if (!l || l.metadata?.uid !== f.uid) return finish(false, `The lease was deleted before ${f.to} held it.`);
+    if (!notOlder(l.metadata.resourceVersion, f.rv)) return;
+    f.last = l;
+    const holder = l.spec?.holderIdentity || '';
+    const pref = l.spec?.preferredHolder || '';
+    if (holder === f.to) return finish(true, `${f.to} now holds ${ns}/${name}.`);
+    if (holder && holder !== f.from) return finish(false, `Not handed over: the lease went to ${holder}, not ${f.to}.`);
+    if (holder && pref !== f.to) {
+      if (pref) return finish(false, `Not handed over: preferredHolder is now ${pref}, and ${holder} still holds the lease.`);
+      return finish(false, `Not handed over: preferredHolder was cleared and ${holder} still holds the lease` +
+        (f.coordinated ? ' (the election controller cleared it: the decision history says why).' : ' (a client-go elector clears it as it renews).'));
+    }
+  }
+
+  function finish(ok, msg) {
+    const f = follow;
+    if (!f) return;
+    stopFollowing();
+    f.el.replaceWith(h('p', ok ? { class: 'ok', id: 'action-done' } : { class: 'banner', id: 'action-undone', role: 'alert' }, msg));
     onDone();
   }
 
@@ -195,8 +323,13 @@ export function actionsPanel(ns, name, onDone) {
     if (!cur.exists) return 'The lease does not exist.';
     if ((key === 'release' || key === 'stepdown') && !cur.holder) return 'The lease has no holder.';
     if (key === 'handover') {
-      if (!cur.candidates.length) return 'Only a coordinated lease (one with LeaseCandidates) can be handed over.';
-      if (!target.options.length) return 'No other candidate to hand it over to.';
+      if (coordinated(cur)) {
+        if (!pick.options.length) return 'No other candidate to hand it over to.';
+      } else {
+        if (!cur.holder) return 'The lease has no holder.';
+        if (!target.value) return 'Name the identity to hand the lease over to.';
+        if (target.value === cur.holder) return `${cur.holder} holds the lease already.`;
+      }
     }
     return '';
   }
@@ -219,16 +352,19 @@ export function actionsPanel(ns, name, onDone) {
       const others = cands.map((c) => c.metadata.name).filter((n) => n !== (l?.spec?.holderIdentity || ''));
       cur = { ns, name, exists: !!l, holder: l?.spec?.holderIdentity || '', uid: l?.metadata?.uid || '', candidates: cands,
         duration: l?.spec?.leaseDurationSeconds || 0, strategy: l?.spec?.strategy || '' };
-      const have = [...target.options].map((o) => o.value).join('\n');
+      const have = [...pick.options].map((o) => o.value).join('\n');
       if (have !== others.join('\n')) {
-        const keep = target.value;
-        target.replaceChildren(...others.map((n) => h('option', { value: n }, n)));
-        if (others.includes(keep)) target.value = keep;
-        else if (others.includes(l?.spec?.preferredHolder)) target.value = l.spec.preferredHolder;
+        const keep = pick.value;
+        pick.replaceChildren(...others.map((n) => h('option', { value: n }, n)));
+        if (others.includes(keep)) pick.value = keep;
+        else if (others.includes(l?.spec?.preferredHolder)) pick.value = l.spec.preferredHolder;
       }
-      target.disabled = !others.length;
+      pick.disabled = !others.length;
+      pick.hidden = !coordinated(cur);
+      ident.hidden = coordinated(cur);
       render();
+      judge(l);
     },
-    destroy() { window.removeEventListener('leasehold:token', onToken); dlg.remove(); },
+    destroy() { stopFollowing(); window.removeEventListener('leasehold:token', onToken); dlg.remove(); },
   };
 }
