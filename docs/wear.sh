@@ -18,6 +18,12 @@
 #                metadata; before the card's own write amplification). This
 #                is what a card receives; the README's card life uses it.
 #
+# With the device figure it prints the card life that rate of writes implies
+# on a card of CARD_GB gigabytes (default 32) rated for PE program/erase
+# cycles (default 3000, TLC) with a write amplification of WAF inside the
+# card (default 4), wear-levelled over the whole card: CARD_GB * PE / WAF
+# of host writes.
+#
 # RATE, LEASES, DURATION and WARMUP change the load; SERVER_FLAGS adds serve
 # flags (e.g. SERVER_FLAGS=--storage-commit-delay=100ms); SERVER_BIN runs
 # another build (for a before/after); LOOP=0 skips the loop devices.
@@ -33,6 +39,9 @@ LEASES=${LEASES:-100}
 DURATION=${DURATION:-60s}
 WARMUP=${WARMUP:-10s}
 PORT=${PORT:-27411}
+CARD_GB=${CARD_GB:-32}
+PE=${PE:-3000}
+WAF=${WAF:-4}
 
 LOOP=${LOOP:-auto}
 if [ "$LOOP" = auto ]; then
@@ -118,14 +127,18 @@ run() {
 		--warmup 0s --duration "$DURATION" --output json >"$WORK/$mode.json" 2>>"$WORK/bench.log"
 	local renewals
 	renewals=$(jq .renewals "$WORK/$mode.json")
-	echo "$mode: $renewals renewals in $DURATION ($(jq -r '"\(.renewals_per_sec)/s, p99 \(.latency.p99_ms) ms, \(.errors) errors, \(.conflicts) conflicts"' "$WORK/$mode.json")), load $(cut -d' ' -f1-3 /proc/loadavg)${SERVER_FLAGS:+, flags: $SERVER_FLAGS}"
+	echo "$mode: $renewals renewals in $DURATION ($(jq -r '"\(.renewals_per_sec)/s, p50 \(.latency.p50_ms) ms, p99 \(.latency.p99_ms) ms, \(.errors) errors, \(.conflicts) conflicts"' "$WORK/$mode.json")), load $(cut -d' ' -f1-3 /proc/loadavg)${SERVER_FLAGS:+, flags: $SERVER_FLAGS}"
 	for i in $(seq "$n"); do
 		read -r wb0 wc0 dv0 <<<"${before[i-1]}"
 		read -r wb1 wc1 dv1 < <(counters "${pids[i-1]}" "${dirs[i-1]}" "${devs[i-1]}")
-		local dev="-"
-		[ "${devs[i-1]}" != - ] && dev=$(( (dv1 - dv0) / renewals ))
-		printf '  %-7s per renewal: write_bytes %6d  wchar %6d  device %6s bytes\n' "m$i" \
-			$(( (wb1 - wb0) / renewals )) $(( (wc1 - wc0) / renewals )) "$dev"
+		local dev="-" life=""
+		if [ "${devs[i-1]}" != - ]; then
+			dev=$(( (dv1 - dv0) / renewals ))
+			life=$(awk -v b="$dev" -v r="$RATE" -v gb="$CARD_GB" -v pe="$PE" -v waf="$WAF" \
+				'BEGIN{d=b*r*86400; printf "; %.1f GB/day, card life %.1f years", d/1e9, gb*1e9*pe/waf/d/365}')
+		fi
+		printf '  %-7s per renewal: write_bytes %6d  wchar %6d  device %6s bytes%s\n' "m$i" \
+			$(( (wb1 - wb0) / renewals )) $(( (wc1 - wc0) / renewals )) "$dev" "$life"
 	done
 	for p in "${pids[@]}"; do kill "$p"; done
 	for p in "${pids[@]}"; do wait "$p" || true; done

@@ -1,8 +1,12 @@
 // Command readytime starts a server and measures the time from its exec to
 // the first 200 of its /readyz, polling every millisecond (a shell loop of
 // curl cannot resolve tens of milliseconds on a busy machine). It prints
-// the server's pid and the time in milliseconds on one line, then exits
-// and leaves the server running: the caller measures it and stops it.
+// the server's pid, that time and the CPU time the server used until then
+// (summed over its threads from /proc/PID/task/*/schedstat), both in
+// milliseconds, on one line, then exits and leaves the server running: the
+// caller measures it and stops it. On a busy machine the wall time grows
+// with the load; the CPU time does not, and on an idle machine with as
+// many cores as the server keeps busy the wall time approaches it.
 // docs/footprint.sh runs it.
 //
 //	go run ./.ci/readytime -url http://127.0.0.1:18451 -log FILE -- leasehold serve ...
@@ -15,6 +19,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -55,7 +62,8 @@ func run(url, logPath string, timeout time.Duration, argv []string) error {
 	defer cancel()
 	for {
 		if ready(ctx, client, url+"/readyz") {
-			fmt.Printf("%d %.1f\n", cmd.Process.Pid, float64(time.Since(start).Microseconds())/1000)
+			wall := time.Since(start)
+			fmt.Printf("%d %.1f %.1f\n", cmd.Process.Pid, float64(wall.Microseconds())/1000, float64(cpuTime(cmd.Process.Pid))/1e6)
 			return nil
 		}
 		select {
@@ -80,4 +88,23 @@ func ready(ctx context.Context, client *http.Client, url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// cpuTime is the CPU time, in nanoseconds, the threads of pid have run so
+// far (the first field of each thread's schedstat; threads that already
+// exited are not counted, and the Go runtime keeps its threads).
+func cpuTime(pid int) int64 {
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += n
+		}
+	}
+	return total
 }
