@@ -9,8 +9,9 @@
 #            at most 15 MB.
 #   restart  the same server restarted RUNS times (default 5) on its data:
 #            time from exec to the first 200 of /readyz (.ci/readytime polls
-#            every millisecond), then the restarted server's memory after
-#            SETTLE; target: ready within 50 ms.
+#            every millisecond) and the CPU time the server used until then,
+#            then the restarted server's memory after SETTLE; target: ready
+#            within 50 ms.
 #   member   a three-member cluster on loopback, LEASES leases written
 #            through member 1, then every member idle for MEMBER_SETTLE
 #            (default 10m); target: RssAnon at most 30 MB.
@@ -44,6 +45,7 @@ cleanup() {
 trap cleanup EXIT
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
 
 # mem PID: RssAnon, Pss, Pss_Anon and VmHWM in MiB.
 mem() {
@@ -60,7 +62,8 @@ stop() {
 	exit 1
 }
 
-# start NAME PORT ARGS...: starts a server through readytime; sets PID and MS.
+# start NAME PORT ARGS...: starts a server through readytime; sets PID, MS
+# (exec to ready, wall clock) and CPU (the server's CPU time until then).
 start() {
 	local name=$1 port=$2
 	shift 2
@@ -68,7 +71,7 @@ start() {
 	# shellcheck disable=SC2086
 	out=$(env ${SERVER_ENV:-} "$WORK/readytime" -url "http://127.0.0.1:$port" -log "$WORK/$name.log" -- \
 		"$SRV" serve --listen "127.0.0.1:$port" --log-level warn --write-kubeconfig - "$@" ${SERVER_FLAGS:-})
-	read -r PID MS <<<"$out"
+	read -r PID MS CPU <<<"$out"
 	PIDS+=("$PID")
 }
 
@@ -93,17 +96,17 @@ restart() {
 		fill "http://127.0.0.1:$PORT"
 		SINGLE_PID=$PID
 	fi
-	local times=()
+	local times=() cpus=()
 	for run in $(seq "$RUNS"); do
 		stop "$SINGLE_PID"
 		local before
 		before=$(load)
 		start single "$PORT" --data-dir "$WORK/single"
 		SINGLE_PID=$PID
-		times+=("$MS")
-		echo "restart $run: ready after ${MS} ms with $LEASES leases (target <= 50 ms), load before $before"
+		times+=("$MS") cpus+=("$CPU")
+		echo "restart $run: ready after ${MS} ms (${CPU} ms of CPU) with $LEASES leases (target <= 50 ms), load before $before"
 	done
-	echo "restart: median $(printf '%s\n' "${times[@]}" | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}') ms of $RUNS"
+	echo "restart: median $(median "${times[@]}") ms, $(median "${cpus[@]}") ms of CPU, of $RUNS"
 	sleep "$SETTLE"
 	echo "restarted, idle $SETTLE: $(mem "$SINGLE_PID"), load $(load)"
 	stop "$SINGLE_PID"

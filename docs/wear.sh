@@ -92,6 +92,12 @@ counters() {
 	echo "$(awk '/^write_bytes/{print $2}' <<<"$io") $(awk '/^wchar/{print $2}' <<<"$io") $dev"
 }
 
+# commits URL: the bbolt store's commits and the writes they carried so far
+# (none on a cluster member, whose writes etcd commits).
+commits() {
+	curl -fsS "$1/metrics" | awk '/^leasehold_storage_commit_duration_seconds_count /{c=$2} /^leasehold_storage_commit_writes_total /{w=$2} END{print c+0, w+0}'
+}
+
 wait_ready() { # ready-file log
 	for _ in $(seq 1200); do [ -s "$1" ] && curl -fsS "$(cat "$1")/readyz" >/dev/null 2>&1 && return; sleep 0.1; done
 	echo "server not ready in 120 s" >&2; cat "$2" >&2; exit 1
@@ -123,11 +129,19 @@ run() {
 	"$BIN" bench --server "$url" --leases "$LEASES" --clients "$LEASES" --rate "$RATE" \
 		--warmup 0s --duration "$WARMUP" --output json >/dev/null 2>>"$WORK/bench.log"
 	for i in $(seq "$n"); do before+=("$(counters "${pids[i-1]}" "${dirs[i-1]}" "${devs[i-1]}")"); done
+	local commits0
+	commits0=$(commits "$url")
 	"$BIN" bench --server "$url" --server-pid "${pids[0]}" --leases "$LEASES" --clients "$LEASES" --rate "$RATE" \
 		--warmup 0s --duration "$DURATION" --output json >"$WORK/$mode.json" 2>>"$WORK/bench.log"
 	local renewals
 	renewals=$(jq .renewals "$WORK/$mode.json")
 	echo "$mode: $renewals renewals in $DURATION ($(jq -r '"\(.renewals_per_sec)/s, p50 \(.latency.p50_ms) ms, p99 \(.latency.p99_ms) ms, \(.errors) errors, \(.conflicts) conflicts"' "$WORK/$mode.json")), load $(cut -d' ' -f1-3 /proc/loadavg)${SERVER_FLAGS:+, flags: $SERVER_FLAGS}"
+	local c0 w0 c1 w1
+	read -r c0 w0 <<<"$commits0"
+	read -r c1 w1 < <(commits "$url")
+	# Under load the writer finds more writes queued per commit, so fewer
+	# bytes per renewal: this says how far that went.
+	[ "$c1" != "$c0" ] && echo "  bbolt: $((c1 - c0)) commits carrying $((w1 - w0)) writes ($(awk -v c=$((c1 - c0)) -v w=$((w1 - w0)) 'BEGIN{printf "%.2f", w/c}') per commit)"
 	for i in $(seq "$n"); do
 		read -r wb0 wc0 dv0 <<<"${before[i-1]}"
 		read -r wb1 wc1 dv1 < <(counters "${pids[i-1]}" "${dirs[i-1]}" "${devs[i-1]}")
