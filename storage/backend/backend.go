@@ -36,7 +36,10 @@ type Config struct {
 	WatchHistoryMaxBytes int64
 	// QuotaBytes caps the bbolt backend's keys and values, all held in
 	// memory (boltdb.Options.QuotaBytes).
-	QuotaBytes      int64
+	QuotaBytes int64
+	// CommitDelay is the bbolt backend's group commit window
+	// (boltdb.Options.CommitDelay).
+	CommitDelay     time.Duration
 	EtcdEndpoints   string // comma-separated client URLs
 	EtcdPrefix      string
 	EtcdCAFile      string
@@ -55,6 +58,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
 	fs.Int64Var(&c.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
 	fs.Int64Var(&c.QuotaBytes, "storage-quota-bytes", boltdb.DefaultQuotaBytes, "most `bytes` of keys and values the bbolt storage holds (all kept in memory): writes that would grow the data beyond it fail (as etcd's \"database space exceeded\"), and values over 64 KiB may hold a quarter of it; writes that do not grow the data, such as renewals, always pass")
+	fs.DurationVar(&c.CommitDelay, "storage-commit-delay", 0, "how long the bbolt storage waits after a write for more writes to commit and sync with it (0: commit at once): each commit writes at least 16 KiB to the disk, so on an SD card or eMMC a delay such as 100ms divides the bytes written per renewal, and adds up to that much to the latency of every write; writes are still answered only once synced")
 	fs.StringVar(&c.Backend, "storage", "bbolt", "storage `backend`: bbolt (one file in the data directory) or etcd (an etcd cluster that several replicas share)")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs` (with --storage etcd), e.g. https://etcd-0:2379,https://etcd-1:2379")
 	fs.StringVar(&c.EtcdPrefix, "etcd-prefix", "/leasehold", "etcd key `prefix`, so that several installations can share one etcd cluster")
@@ -167,7 +171,7 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 	case SingleDevice:
 		dbPath := o.Dir.Database()
 		s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, QuotaBytes: c.QuotaBytes, Logger: o.Logger, OnCommit: o.OnCommit,
-			AcceptMetaFallback: c.AcceptMetaFallback})
+			CommitDelay: c.CommitDelay, AcceptMetaFallback: c.AcceptMetaFallback})
 		if err != nil {
 			return nil, "", fmt.Errorf("open database %s: %w", dbPath, err)
 		}

@@ -14,12 +14,25 @@ import (
 	"time"
 )
 
-// crashEnv tells a re-executed test binary to act as the crashing writer.
-const crashEnv = "LEASEHOLD_BOLTDB_CRASH_CHILD"
+// crashEnv tells a re-executed test binary to act as the crashing writer;
+// crashDelayEnv gives its Options.CommitDelay.
+const (
+	crashEnv      = "LEASEHOLD_BOLTDB_CRASH_CHILD"
+	crashDelayEnv = "LEASEHOLD_BOLTDB_CRASH_COMMIT_DELAY"
+)
 
 // TestCrashRecovery kills a writer process with SIGKILL mid-stream several
 // times and checks that every write it acknowledged survived.
-func TestCrashRecovery(t *testing.T) {
+func TestCrashRecovery(t *testing.T) { crashRecovery(t, "TestCrashRecovery", 0) }
+
+// TestCrashRecoveryCommitDelay is TestCrashRecovery with a group commit
+// window: a write is acknowledged only once the round it waited in is
+// synced, so every acknowledged write survives SIGKILL all the same.
+func TestCrashRecoveryCommitDelay(t *testing.T) {
+	crashRecovery(t, "TestCrashRecoveryCommitDelay", 20*time.Millisecond)
+}
+
+func crashRecovery(t *testing.T, name string, delay time.Duration) {
 	if path := os.Getenv(crashEnv); path != "" {
 		crashChild(path)
 		return
@@ -27,7 +40,7 @@ func TestCrashRecovery(t *testing.T) {
 	path := t.TempDir() + "/crash.db"
 	latest := make(map[string]ack) // highest acknowledged write per key
 	for round := range 4 {
-		acks := runAndKill(t, path, 150+100*round)
+		acks := runAndKill(t, path, name, delay, 150+100*round)
 		for _, a := range acks {
 			if a.rev > latest[a.key].rev {
 				latest[a.key] = a
@@ -69,10 +82,10 @@ type ack struct {
 // runAndKill starts the child, lets it acknowledge at least n writes, kills
 // it, and returns every acknowledgement it printed (including those still
 // in the pipe when it died).
-func runAndKill(t *testing.T, path string, n int) []ack {
+func runAndKill(t *testing.T, path, name string, delay time.Duration, n int) []ack {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+path, crashDelayEnv+"="+delay.String())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -115,7 +128,12 @@ func runAndKill(t *testing.T, path string, n int) []ack {
 // conflicts; the values encode the writer and a counter.
 func crashChild(path string) {
 	ctx := context.Background()
-	s, err := Open(ctx, path, Options{Logger: quietLogger})
+	delay, err := time.ParseDuration(os.Getenv(crashDelayEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(2)
+	}
+	s, err := Open(ctx, path, Options{Logger: quietLogger, CommitDelay: delay})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

@@ -29,10 +29,13 @@
 // validates every compare-and-swap against memory (including earlier ops
 // of the same round), writes all accepted ops in one fsynced bbolt
 // transaction, and only then builds and publishes the next snapshot, records history,
-// fans events out to watchers and answers the callers. There is no batch
-// timer: an idle queue commits at once, a busy one amortises the fsync
-// over everything that queued up meanwhile (db.Batch is avoided because it
-// waits on a 10 ms timer).
+// fans events out to watchers and answers the callers. By default there is
+// no batch timer: an idle queue commits at once, a busy one amortises the
+// fsync over everything that queued up meanwhile (db.Batch is avoided
+// because it waits on a 10 ms timer). Options.CommitDelay opts into a
+// window: the round then waits that long after its first write for more,
+// trading latency for fewer pages written per write (flash wear; see the
+// README's "Flash wear").
 //
 // # Quota
 //

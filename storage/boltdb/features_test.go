@@ -260,3 +260,45 @@ func TestWatchFutureRevision(t *testing.T) {
 		t.Fatal("no event")
 	}
 }
+
+// TestCommitDelayGroupsWrites: with a commit window longer than the test,
+// writes wait for each other until the round is full, and the full round is
+// one bbolt transaction, so the bytes written per write shrink by the round
+// size. Nothing here depends on timing: the window never ends first.
+func TestCommitDelayGroupsWrites(t *testing.T) {
+	ctx := context.Background()
+	const n = 8
+	s, path := openTemp(t, Options{CommitDelay: time.Hour, MaxBatch: n})
+	before := s.commits.Load()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := s.Create(ctx, "/group/k"+string(rune('a'+i)), []byte("v"))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Create in a delayed round: %v", err)
+		}
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Fatalf("%d writes in a round of %d took %d commits, want 1", n, n, got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Answered means synced: the round is on disk.
+	s2, err := Open(ctx, path, Options{Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	res, err := s2.List(ctx, "/group/", storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.KVs) != n {
+		t.Fatalf("after reopening, %d of the %d acknowledged writes are stored", len(res.KVs), n)
+	}
+}

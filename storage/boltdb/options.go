@@ -48,6 +48,16 @@ type Options struct {
 	// MaxBatch caps the number of writes committed in one transaction
 	// (default 4096).
 	MaxBatch int
+	// CommitDelay is how long the writer waits, after the first write of
+	// a transaction arrives, for more writes to commit with it (default 0:
+	// it commits what is queued at once). Each bbolt commit writes at
+	// least four pages (the leaves written, their branch, the root
+	// bucket's page, the meta page) and syncs twice whatever it carries,
+	// so on a device that renews a few leases at a time a delay divides
+	// the bytes written per renewal, at the cost of that much latency on
+	// every write. A write is still answered only after its transaction
+	// is synced.
+	CommitDelay time.Duration
 	// InitialMmapSize is passed to bbolt so that growth does not remap
 	// (and block readers of the file) early (default 64 MiB).
 	InitialMmapSize int

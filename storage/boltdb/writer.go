@@ -110,8 +110,16 @@ func (s *Store) Delete(ctx context.Context, key string, expectedModRevision int6
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	r := newRound(s.opts.MaxBatch)
+	var delay *time.Timer
+	if s.opts.CommitDelay > 0 {
+		delay = time.NewTimer(s.opts.CommitDelay)
+		delay.Stop()
+	}
 	for first := range s.queue {
 		r.ops = append(r.ops[:0], first)
+		if delay != nil {
+			s.gather(r, delay)
+		}
 	drain:
 		for len(r.ops) < s.opts.MaxBatch {
 			select {
@@ -125,6 +133,24 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(r)
+	}
+}
+
+// gather adds the writes that arrive within Options.CommitDelay of the
+// round's first one (or until the round is full or the queue closes).
+func (s *Store) gather(r *round, delay *time.Timer) {
+	delay.Reset(s.opts.CommitDelay)
+	defer delay.Stop()
+	for len(r.ops) < s.opts.MaxBatch {
+		select {
+		case o, ok := <-s.queue:
+			if !ok {
+				return
+			}
+			r.ops = append(r.ops, o)
+		case <-delay.C:
+			return
+		}
 	}
 }
 

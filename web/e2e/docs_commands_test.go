@@ -114,6 +114,8 @@ var docsSkips = []docsSkip{
 	{command: "bench ... ", reason: `"..." stands for the arguments of the line above, not something to type`},
 	{command: "docs/bench.sh", reason: "a benchmark of 12 scenarios × N runs (minutes); the single bench run above it runs here"},
 	{command: "docs/soak.sh", reason: "a soak of ten minutes by design"},
+	{command: "docs/wear.sh", reason: "minutes of renewals per run, as root on loop devices with their own ext4 file systems"},
+	{command: "docs/footprint.sh", reason: "a 6-minute and a 10-minute idle wait by design"},
 	{command: "--plugin-trust-keys /etc/leasehold/", reason: "a second server on the device's own trust file; web/e2e/plugin_signing_test.go runs serve with trust keys, signed and refused modules"},
 }
 
