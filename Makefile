@@ -16,7 +16,7 @@ DIST      ?= dist
 # The release architectures (GOARCH; arm is built with GOARM=7, Debian armhf).
 ARCHES     = amd64 arm64 arm
 
-.PHONY: all build test test-short deps dist verify-dist pkg-test arm-test fault-suite clean help
+.PHONY: all build test test-short deps dist verify-dist sign release-key repo pkg-test release-test arm-test fault-suite clean help
 
 all: build
 
@@ -27,9 +27,13 @@ help:
 	@echo "make deps         only install the test dependencies"
 	@echo "make fault-suite  the cluster fault-injection suite (process, disk and network faults) on a randomized schedule (root; LEASEHOLD_FAULT_DURATION, default 10m)"
 	@echo "make arm-test     run the core packages' tests and an end-to-end smoke on arm64 and armv7 under qemu"
-	@echo "make dist         static binaries, tarballs and .deb packages for amd64, arm64, armhf in $(DIST)/"
+	@echo "make dist         static binaries, tarballs, .deb, .rpm and .apk packages and SBOMs for amd64, arm64, armhf in $(DIST)/"
 	@echo "make verify-dist  check what make dist wrote"
+	@echo "make sign         sign $(DIST)/SHA256SUMS with the Ed25519 release key (LEASEHOLD_RELEASE_KEY=key.pem)"
+	@echo "make release-key  make an Ed25519 release key (LEASEHOLD_RELEASE_KEY=path; writes path and path.pub.pem)"
+	@echo "make repo         add $(DIST)/'s .deb files to the static apt repository $(REPO)/, signed with gpg (LEASEHOLD_REPO_KEY=key id)"
 	@echo "make pkg-test     install, start, upgrade, remove and purge the amd64 .deb in a throwaway Debian root (root; downloads Debian)"
+	@echo "make release-test apt install and apt-get upgrade from make repo in a debootstrap root, .rpm and .apk install, upgrade and remove (root; downloads Debian; minutes)"
 
 build:
 	GO="$(GO)" LDFLAGS="$(LDFLAGS)" LEASEHOLD_VERSION="$(VERSION)" bash .ci/build leasehold
@@ -60,9 +64,10 @@ fault-suite:
 	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition|TestClusterPartitionReplica)$$' ./web/e2e/
 
 # One static binary per architecture (.ci/build), a tarball with the binary,
-# license, README and systemd files and a Debian package built by nfpm
-# (.ci/package; both with the monitoring rules and dashboard), and
-# SHA256SUMS; two runs on one commit write the same bytes.
+# license, README and systemd files, .deb, .rpm and .apk packages built by
+# nfpm (.ci/package; all with the monitoring rules and dashboard), an SPDX
+# SBOM (.ci/sbom), and SHA256SUMS over them; two runs on one commit write
+# the same bytes. `make sign` then signs SHA256SUMS.
 dist:
 	rm -rf $(DIST) && mkdir -p $(DIST)/.bin
 	set -e; for arch in $(ARCHES); do \
@@ -72,14 +77,33 @@ dist:
 			bash .ci/package $$arch $(DIST)/.bin/leasehold-$$arch $(DIST); \
 	done
 	rm -rf $(DIST)/.bin
-	cd $(DIST) && sha256sum *.tar.gz *.deb > SHA256SUMS
+	cd $(DIST) && sha256sum *.tar.gz *.deb *.rpm *.apk *.spdx.json > SHA256SUMS
 	bash .ci/verify-dist $(DIST)
 
 verify-dist:
 	bash .ci/verify-dist $(DIST)
 
+# The release key: the maintainers' Ed25519 key (README, "Verify a
+# release"); CI signs with one it makes for the run.
+LEASEHOLD_RELEASE_KEY ?=
+sign:
+	bash .ci/sign $(DIST) "$(LEASEHOLD_RELEASE_KEY)"
+
+release-key:
+	bash .ci/release-key "$(LEASEHOLD_RELEASE_KEY)"
+
+# The static apt repository (.ci/repo); `make dist repo` again adds a build.
+REPO ?= repo
+LEASEHOLD_REPO_KEY ?=
+repo:
+	bash .ci/repo $(DIST) $(REPO) "$(LEASEHOLD_REPO_KEY)"
+
+# Minutes of root and network: not in CI (README, "Install on a device").
+release-test:
+	bash .ci/release-test
+
 pkg-test:
 	bash .ci/pkg-test $(DIST)
 
 clean:
-	rm -rf $(DIST) leasehold
+	rm -rf $(DIST) $(REPO) leasehold

@@ -1,0 +1,3 @@
+module leasehold-sbom
+
+go 1.26.0
