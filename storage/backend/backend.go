@@ -73,6 +73,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
 	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
+	fs.BoolVar(&c.Cluster.MoveSlowLeader, "cluster-move-slow-leader", true, "let a member that has found the etcd leader's commits slow for 5 s, while another member answers it several times faster than the leader, move the leadership to itself (at most once a minute); off: it only reports it (log, leasehold_cluster_leader_slow, cluster status)")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
@@ -230,7 +231,7 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 	ms := &MemberStore{Store: s, member: m}
 	ms.membership = cluster.NewMembership(p, m, func(ctx context.Context) (string, error) {
 		return s.ElectionLeader(ctx, o.ControllerElection)
-	})
+	}, c.Cluster.MoveSlowLeader)
 	return ms, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
 }
 
@@ -251,6 +252,7 @@ func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Lo
 		CompactInterval:         c.WatchHistory,
 		RequestTimeout:          c.Cluster.RequestTimeout,
 		EndWatchesWithoutLeader: true,
+		LeaderChanged:           m.LeaderChanged,
 		Logger:                  log,
 		Identity:                m.Name(),
 	}
