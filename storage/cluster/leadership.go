@@ -90,8 +90,9 @@ const (
 	// healthy before the leadership moves away from the controller: with a
 	// member down, the two left are a quorum only together, so the move
 	// would gain nothing, and a member that restarts is spared a leader
-	// change during its first writes.
-	placementSettled = 2
+	// change during its first writes (a server whose engine cannot create
+	// its namespaces at start exits).
+	placementSettled = 5
 )
 
 // raftTiming sets etcd's heartbeat and election timeout (see above).
