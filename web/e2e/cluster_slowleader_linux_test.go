@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +25,8 @@ import (
 func (h *netHost) throttle(t *testing.T, rate string) {
 	t.Helper()
 	for _, args := range [][]string{
-		{"-n", h.lab.hub, "tc", "qdisc", "replace", "dev", h.link, "root", "tbf", "rate", rate, "burst", "4kb", "latency", "500ms"},
-		{"-n", h.ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "4kb", "latency", "500ms"},
+		{"netns", "exec", h.lab.hub, "tc", "qdisc", "replace", "dev", h.link, "root", "tbf", "rate", rate, "burst", "4kb", "latency", "500ms"},
+		{"netns", "exec", h.ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "4kb", "latency", "500ms"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -36,8 +37,8 @@ func (h *netHost) throttle(t *testing.T, rate string) {
 func (h *netHost) unthrottle(t *testing.T) {
 	t.Helper()
 	for _, args := range [][]string{
-		{"-n", h.lab.hub, "tc", "qdisc", "del", "dev", h.link, "root"},
-		{"-n", h.ns, "tc", "qdisc", "del", "dev", "eth0", "root"},
+		{"netns", "exec", h.lab.hub, "tc", "qdisc", "del", "dev", h.link, "root"},
+		{"netns", "exec", h.ns, "tc", "qdisc", "del", "dev", "eth0", "root"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -105,31 +106,39 @@ func TestClusterSlowLeader(t *testing.T) {
 	// Round 1: the operator moves the slow leader.
 	st := waitNetHealthy(t, members[0], 3)
 	leader := byMemberName(t, members, st.Leader)
-	var follower *netMember
-	for _, m := range members {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
 	throttled := time.Now()
 	leader.host.throttle(t, slowLeaderRate)
 	t.Logf("throttled %s, the etcd leader, to %s", leader.name, slowLeaderRate)
+	// The first follower to report the leader slow moves it, before the
+	// automatic move (5 s after the report) would.
 	var seen clusterStatus
-	eventually(t, 30*time.Second, follower.name+" reports the leader slow", func() (bool, string) {
-		s, err := follower.status(ctx, t)
-		if err != nil {
-			return false, err.Error()
+	var follower *netMember
+	eventually(t, 30*time.Second, "a follower reports the leader slow", func() (bool, string) {
+		var rtts []string
+		for _, m := range members {
+			if m == leader {
+				continue
+			}
+			s, err := m.status(ctx, t)
+			if err != nil {
+				rtts = append(rtts, err.Error())
+				continue
+			}
+			if s.SlowLeader != nil {
+				seen, follower = s, m
+				return true, ""
+			}
+			rtts = append(rtts, fmt.Sprintf("%s: quorum round trip %dms", m.name, s.QuorumRoundTripMs))
 		}
-		seen = s
-		return s.SlowLeader != nil, fmt.Sprintf("quorum round trip %dms", s.QuorumRoundTripMs)
+		return false, strings.Join(rtts, "; ")
 	})
 	if seen.SlowLeader.Leader != leader.name {
 		t.Errorf("%s reports %s slow, want %s", follower.name, seen.SlowLeader.Leader, leader.name)
 	}
 	slowWrites := hist.successesVia(plain, leader, throttled)
-	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s); %d writes through the followers succeeded meanwhile",
-		follower.name, time.Since(throttled).Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, slowWrites)
+	stall := hist.longestGap(plain, leader, throttled, time.Now())
+	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s); %d writes through the followers succeeded meanwhile, the longest gap between them %v",
+		follower.name, time.Since(throttled).Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, slowWrites, stall.Round(time.Millisecond))
 	moved := time.Now()
 	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
 	if code != 0 {
@@ -169,8 +178,9 @@ func TestClusterSlowLeader(t *testing.T) {
 	})
 	movedAfter := time.Since(throttled)
 	resumed = hist.nextWriteVia(t, plain, leader, throttled.Add(movedAfter))
-	t.Logf("MEASURED: the members moved the leadership from the throttled %s to %s %v after the throttle; the first write sent after the move succeeded %v after it",
-		leader.name, newLeader, movedAfter.Round(time.Millisecond), resumed.Round(time.Millisecond))
+	stall = hist.longestGap(plain, leader, throttled, throttled.Add(movedAfter))
+	t.Logf("MEASURED: the members moved the leadership from the throttled %s to %s %v after the throttle; the first write sent after the move succeeded %v after it; the longest gap between writes through the others from the throttle to the move %v",
+		leader.name, newLeader, movedAfter.Round(time.Millisecond), resumed.Round(time.Millisecond), stall.Round(time.Millisecond))
 	leader.host.unthrottle(t)
 	waitNetHealthy(t, members[0], 3)
 	eventually(t, 30*time.Second, "a write through the unthrottled "+leader.name, func() (bool, string) {
@@ -178,6 +188,34 @@ func TestClusterSlowLeader(t *testing.T) {
 	})
 	stopWriters()
 	hist.check(t)
+	for _, m := range members {
+		for _, line := range strings.Split(m.ts.Log(), "\n") {
+			if strings.Contains(line, "slow") || strings.Contains(line, "Moved the") || strings.Contains(line, "leadership transfer") {
+				t.Logf("%s: %s", m.name, line)
+			}
+		}
+	}
+}
+
+// longestGap is the longest time between successful writes through
+// members other than skip acknowledged between from and to (from and to
+// count as writes).
+func (h *leaseHistory) longestGap(members []*clusterMember, skip *netMember, from, to time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var at []time.Time
+	for _, w := range h.ok {
+		if members[w.client] != skip.clusterMember && w.at.After(from) && w.at.Before(to) {
+			at = append(at, w.at)
+		}
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	gap, last := time.Duration(0), from
+	for _, a := range append(at, to) {
+		gap = max(gap, a.Sub(last))
+		last = a
+	}
+	return gap
 }
 
 func slicesIndex(members []*netMember, m *netMember) int {
