@@ -67,8 +67,8 @@ const (
 	// probeEvery is how often a member probes the leadership.
 	probeEvery = time.Second
 	// leaderProbeTimeout bounds one probe: a probe that times out counts as
-	// taking that long.
-	leaderProbeTimeout = 2 * time.Second
+	// taking that long. Under probeEvery, so that probes do not pile up.
+	leaderProbeTimeout = 900 * time.Millisecond
 	// slowQuorumRoundTrip is the quorum round trip above which a follower
 	// suspects the leader; a healthy LAN cluster under load takes
 	// milliseconds to tens of milliseconds.
@@ -81,6 +81,8 @@ const (
 	// moveSlowAfter is how long a leader must have been slow before a
 	// follower moves it (Config.MoveSlowLeader).
 	moveSlowAfter = 5 * time.Second
+	// moveTimeout bounds one move of the leadership (its attempts).
+	moveTimeout = 15 * time.Second
 	// moveCooldown spaces a member's automatic moves of a slow leader.
 	moveCooldown = time.Minute
 	// placementCooldown spaces a member's moves away from the election
@@ -165,6 +167,8 @@ func (l *leadership) run() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), leaderProbeTimeout+time.Second)
 		l.probe(ctx)
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), moveTimeout+time.Second)
 		l.place(ctx)
 		cancel()
 	}
@@ -177,16 +181,25 @@ func (l *leadership) probe(ctx context.Context) {
 	srv := m.etcd.Server
 	lead := uint64(srv.Leader())
 	self := uint64(srv.MemberID())
-	qctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-	start := time.Now()
-	_, err := m.local.Get(clientv3.WithRequireLeader(qctx), probeKey)
-	quorum := time.Since(start)
-	cancel()
-	if err != nil {
-		quorum = max(quorum, leaderProbeTimeout)
-	}
 	voters := voting(srv.Cluster().Members())
+	// Both at once: a probe cycle must fit in probeEvery for the verdict
+	// to come after slowAfter seconds.
+	var quorum time.Duration
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		qctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		defer cancel()
+		start := time.Now()
+		_, err = m.local.Get(clientv3.WithRequireLeader(qctx), probeKey)
+		quorum = time.Since(start)
+		if err != nil {
+			quorum = max(quorum, leaderProbeTimeout)
+		}
+	}()
 	rtt := l.probePeers(ctx, voters, self)
+	<-done
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -451,43 +464,72 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 
 // moveLeaderTo asks the leader to transfer its leadership to id (in
 // process when this member leads, else over the leader's client port) and
-// waits until this member sees id lead.
+// waits until this member sees id lead, within moveTimeout. raft hands the
+// leadership over only once the transferee holds the leader's whole log,
+// and gives up after an election timeout: a slow leader's transferee may
+// need longer to catch up, so the transfer is asked for again until it
+// happens (the appends go on between the attempts).
 func (m *Member) moveLeaderTo(ctx context.Context, id uint64) (from string, err error) {
 	srv := m.etcd.Server
-	lead := uint64(srv.Leader())
 	members := srv.Cluster().Members()
-	from = memberNameOf(members, lead)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	from = memberNameOf(members, uint64(srv.Leader()))
+	ctx, cancel := context.WithTimeout(ctx, moveTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		lead := uint64(srv.Leader())
+		if lead == id {
+			return from, nil
+		}
+		if lead != 0 {
+			err = m.askTransfer(ctx, members, lead, id)
+		}
+		if uint64(srv.Leader()) == id {
+			return from, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return from, fmt.Errorf("move the leadership from %s to %s (%d attempts within %s): %w", from, memberNameOf(members, id), attempt+1, moveTimeout, err)
+		case <-time.After(raftHeartbeat):
+		}
+	}
+}
+
+// askTransfer asks leader lead once to transfer its leadership to id, and
+// waits up to two election timeouts for it.
+func (m *Member) askTransfer(ctx context.Context, members []*membership.Member, lead, id uint64) error {
+	srv := m.etcd.Server
+	actx, cancel := context.WithTimeout(ctx, 2*raftElection)
 	defer cancel()
 	if lead == uint64(srv.MemberID()) {
-		err = srv.MoveLeader(ctx, lead, id)
-	} else {
-		var leader *membership.Member
-		for _, v := range members {
-			if uint64(v.ID) == lead {
-				leader = v
-			}
-		}
-		if leader == nil || len(leader.ClientURLs) == 0 {
-			return from, fmt.Errorf("the leader %s has no client URL: %w", from, clusterapi.ErrTryAgain)
-		}
-		c, perr := m.leadership.peer(leader.ClientURLs[0])
-		if perr != nil {
-			return from, perr
-		}
-		_, err = c.MoveLeader(ctx, id)
+		return srv.MoveLeader(actx, lead, id)
 	}
+	var leader *membership.Member
+	for _, v := range members {
+		if uint64(v.ID) == lead {
+			leader = v
+		}
+	}
+	if leader == nil || len(leader.ClientURLs) == 0 {
+		return fmt.Errorf("the leader %x has no client URL: %w", lead, clusterapi.ErrTryAgain)
+	}
+	c, err := m.leadership.peer(leader.ClientURLs[0])
 	if err != nil {
-		return from, fmt.Errorf("move the leadership from %s: %w", from, err)
+		return err
+	}
+	if _, err = c.MoveLeader(actx, id); err != nil {
+		return err
 	}
 	for uint64(srv.Leader()) != id {
 		select {
-		case <-ctx.Done():
-			return from, fmt.Errorf("the leadership left %s but this member does not see %s lead yet: %w", from, memberNameOf(members, id), ctx.Err())
+		case <-actx.Done():
+			return actx.Err()
 		case <-time.After(raftHeartbeat / 2):
 		}
 	}
-	return from, nil
+	return nil
 }
 
 // probeKey is never written: reading it linearizably costs a ReadIndex
