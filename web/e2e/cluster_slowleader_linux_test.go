@@ -179,7 +179,7 @@ func TestClusterSlowLeader(t *testing.T) {
 	movedAfter := time.Since(throttled)
 	resumed = hist.nextWriteVia(t, plain, leader, throttled.Add(movedAfter))
 	stall = hist.longestGap(plain, leader, throttled, throttled.Add(movedAfter))
-	t.Logf("MEASURED: the members moved the leadership from the throttled %s to %s %v after the throttle; the first write sent after the move succeeded %v after it; the longest gap between writes through the others from the throttle to the move %v",
+	t.Logf("MEASURED: the leadership left the throttled %s for %s %v after the throttle (a follower moved it, or the others elected one); the first write sent after the move succeeded %v after it; the longest gap between writes through the others from the throttle to the move %v",
 		leader.name, newLeader, movedAfter.Round(time.Millisecond), resumed.Round(time.Millisecond), stall.Round(time.Millisecond))
 	leader.host.unthrottle(t)
 	waitNetHealthy(t, members[0], 3)
