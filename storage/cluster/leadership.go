@@ -120,7 +120,8 @@ type leadership struct {
 	controller func(ctx context.Context) (string, error)
 	autoMove   bool
 
-	mu sync.Mutex
+	mu      sync.Mutex
+	started bool // run runs
 	// peers holds one client per voting member's client URL, for the
 	// status probes and for MoveLeader on the leader.
 	peers map[string]*clientv3.Client
@@ -139,7 +140,8 @@ type leadership struct {
 
 // WatchLeadership starts the member's probes of the leadership (above):
 // controller tells who runs the election controller; autoMove lets the
-// member move a slow leader to itself.
+// member move a slow leader to itself. A second call changes both and
+// starts nothing.
 func (m *Member) WatchLeadership(controller func(ctx context.Context) (string, error), autoMove bool) {
 	select {
 	case <-m.done:
@@ -149,12 +151,26 @@ func (m *Member) WatchLeadership(controller func(ctx context.Context) (string, e
 	l := m.leadership
 	l.mu.Lock()
 	l.controller, l.autoMove = controller, autoMove
+	started := l.started
+	l.started = true
 	l.mu.Unlock()
-	m.background.Go(l.run)
+	if !started {
+		m.background.Go(l.run)
+	}
 }
 
 func (l *leadership) run() {
 	defer l.closePeers()
+	// A move under way ends with the member (Close waits for run).
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-l.m.done:
+		case <-base.Done():
+		}
+		stop()
+	}()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
@@ -165,10 +181,10 @@ func (l *leadership) run() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), leaderProbeTimeout+time.Second)
+		ctx, cancel := context.WithTimeout(base, leaderProbeTimeout+time.Second)
 		l.probe(ctx)
 		cancel()
-		ctx, cancel = context.WithTimeout(context.Background(), moveTimeout+time.Second)
+		ctx, cancel = context.WithTimeout(base, moveTimeout+time.Second)
 		l.place(ctx)
 		cancel()
 	}
