@@ -60,8 +60,11 @@ arm-test:
 # CI), random faults for LEASEHOLD_FAULT_DURATION; LEASEHOLD_FAULT_SEED
 # replays a schedule (the test logs its seed). Root: it mounts a tmpfs.
 LEASEHOLD_FAULT_DURATION ?= 10m
+# TestClusterHandoffs' kills of the etcd leader's and the election
+# controller's member, repeated for figures with a spread.
+LEASEHOLD_HANDOFF_ROUNDS ?= 10
 fault-suite:
-	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition|TestClusterPartitionReplica)$$' ./web/e2e/
+	LEASEHOLD_FAULT_DURATION=$(LEASEHOLD_FAULT_DURATION) LEASEHOLD_HANDOFF_ROUNDS=$(LEASEHOLD_HANDOFF_ROUNDS) $(GO) test -count=1 -timeout 0 -v -run '^(TestClusterFaults|TestClusterPartition|TestClusterPartitionReplica|TestClusterHandoffs|TestClusterSlowLeader)$$' ./web/e2e/
 
 # One static binary per architecture (.ci/build), a tarball with the binary,
 # license, README and systemd files, .deb, .rpm and .apk packages built by

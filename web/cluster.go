@@ -43,6 +43,10 @@ type Cluster interface {
 	// 404, ErrNoQuorum 503 with its message, which says what to do, and
 	// ErrTryAgain (no leader yet) 503 with Retry-After.
 	Remove(ctx context.Context, name string) error
+	// MoveLeader hands the raft leadership to the member called to (""
+	// picks the healthiest other one); clusterapi.ErrNoSuchMember answers
+	// 404, ErrInvalidRequest 400 and ErrTryAgain 503 with Retry-After.
+	MoveLeader(ctx context.Context, to string) (clusterapi.MoveLeaderResponse, error)
 }
 
 // clusterJoinMaxAge bounds how long one join may take on the server.
@@ -77,6 +81,31 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 			return
 		}
 		writeJSON(rc, st)
+	case p == clusterapi.LeaderPath:
+		if !rc.IsPost() {
+			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+			return
+		}
+		var req clusterapi.MoveLeaderRequest
+		if body := rc.PostBody(); len(body) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				s.api.WriteError(rc, apierrors.NewBadRequest("invalid move-leader request: "+err.Error()))
+				return
+			}
+		}
+		resp, err := c.MoveLeader(ctx, req.To)
+		switch {
+		case errors.Is(err, clusterapi.ErrNoSuchMember):
+			s.api.WriteError(rc, apierrors.NewNotFound(membersResource, req.To))
+		case errors.Is(err, clusterapi.ErrInvalidRequest):
+			s.api.WriteError(rc, apierrors.NewBadRequest(err.Error()))
+		case errors.Is(err, clusterapi.ErrTryAgain):
+			s.api.WriteError(rc, tryAgain(err))
+		case err != nil:
+			s.api.WriteError(rc, apierrors.NewServiceUnavailable(err.Error()))
+		default:
+			writeJSON(rc, resp)
+		}
 	case strings.HasPrefix(p, clusterMembersPath):
 		name := strings.TrimPrefix(p, clusterMembersPath)
 		if !rc.IsDelete() {

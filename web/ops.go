@@ -95,6 +95,11 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 	if l, ok := opts.Cluster.(interface{ HasLeader() bool }); ok {
 		src.RaftLeader = l.HasLeader
 	}
+	if l, ok := opts.Cluster.(interface {
+		LeaderSlow() (bool, time.Duration)
+	}); ok {
+		src.LeaderSlow = l.LeaderSlow
+	}
 	if certs := presentedCertificates(opts.TLS); len(certs) > 0 {
 		src.Certificates = func() []metrics.Certificate { return certs }
 	}

@@ -77,6 +77,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
 	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
+	fs.BoolVar(&c.Cluster.MoveSlowLeader, "cluster-move-slow-leader", true, "let a member that has found the etcd leader's commits slow for 5 s, while another member answers it several times faster than the leader, move the leadership to itself (at most once a minute); off: it only reports it (log, leasehold_cluster_leader_slow, cluster status)")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
@@ -201,11 +202,27 @@ func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Durat
 		AutoSyncInterval: autoSync,
 		RequestTimeout:   requestTimeout,
 		Identity:         identity,
+		ElectionTTL:      clusterElectionTTL(requestTimeout),
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	return s, "etcd " + c.EtcdEndpoints + " " + c.EtcdPrefix, nil
+}
+
+// clusterElectionTTL is the lease behind the election controller of an
+// embedded cluster's members and replicas (requestTimeout > 0; 0 keeps
+// storage/etcd's default for --storage etcd): 2 s, so that a survivor
+// runs the controller within 4 s (one coordinated lease) of its server's
+// crash. The holder gives it up when no renewal was answered within two
+// thirds of it (1.3 s; the members' quorum round trip on a loaded 2-core
+// machine stays under 0.3 s), and etcd's shortest lease on the members'
+// 700 ms election timeout is 1 s.
+func clusterElectionTTL(requestTimeout time.Duration) time.Duration {
+	if requestTimeout <= 0 {
+		return 0
+	}
+	return 2 * time.Second
 }
 
 // openMember provisions the member, gives a new one its first data,
@@ -234,7 +251,7 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 	ms := &MemberStore{Store: s, member: m}
 	ms.membership = cluster.NewMembership(p, m, func(ctx context.Context) (string, error) {
 		return s.ElectionLeader(ctx, o.ControllerElection)
-	})
+	}, c.Cluster.MoveSlowLeader)
 	return ms, "etcd member " + m.Name() + " " + m.ClientURL() + " " + c.EtcdPrefix, nil
 }
 
@@ -255,6 +272,8 @@ func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Lo
 		CompactInterval:         c.WatchHistory,
 		RequestTimeout:          c.Cluster.RequestTimeout,
 		EndWatchesWithoutLeader: true,
+		LeaderChanged:           m.LeaderChanged,
+		ElectionTTL:             clusterElectionTTL(c.Cluster.RequestTimeout),
 		Logger:                  log,
 		Identity:                m.Name(),
 	}

@@ -27,7 +27,10 @@ type Membership struct {
 
 // NewMembership is the membership of member m, provisioned as p;
 // electionLeader reports which server runs the election controller.
-func NewMembership(p *Provisioned, m *Member, electionLeader func(ctx context.Context) (string, error)) *Membership {
+// It starts the member's watch of the raft leadership (leadership.go),
+// which moves a slow leader by itself when moveSlowLeader is set.
+func NewMembership(p *Provisioned, m *Member, electionLeader func(ctx context.Context) (string, error), moveSlowLeader bool) *Membership {
+	m.WatchLeadership(electionLeader, moveSlowLeader)
 	return &Membership{p: p, m: m, electionLeader: electionLeader}
 }
 
@@ -48,6 +51,8 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	if err != nil {
 		return st, err
 	}
+	st.SlowLeader = s.m.Slow()
+	st.QuorumRoundTripMs = s.m.QuorumRoundTrip().Milliseconds()
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if id, err := s.electionLeader(lctx); err != nil {
@@ -62,6 +67,20 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 // HasLeader reports whether this member knows a raft leader now (for
 // /metrics).
 func (s *Membership) HasLeader() bool { return s.m.HasLeader() }
+
+// LeaderSlow reports, for /metrics, whether this member finds the raft
+// leader slow while a healthier member answers, and its last quorum round
+// trip (leadership.go).
+func (s *Membership) LeaderSlow() (slow bool, quorumRoundTrip time.Duration) {
+	return s.m.Slow() != nil, s.m.QuorumRoundTrip()
+}
+
+// MoveLeader hands the raft leadership to the member called to, or to the
+// healthiest other one when to is "" (Member.MoveLeader).
+func (s *Membership) MoveLeader(ctx context.Context, to string) (clusterapi.MoveLeaderResponse, error) {
+	from, got, err := s.m.MoveLeader(ctx, to)
+	return clusterapi.MoveLeaderResponse{From: from, To: got}, err
+}
 
 // Remove removes the member called name, or revokes the replica called
 // name when no member is (Member.Remove, Member.Revoke); its errors match

@@ -31,6 +31,10 @@ type Flags struct {
 	// by a join that never started it, or started and lost before its
 	// promotion) before the etcd leader's member removes it.
 	StaleLearnerAfter time.Duration
+	// MoveSlowLeader lets a member that has found the raft leader slow
+	// for a while, with a healthier member answering, move the leadership
+	// to itself (leadership.go).
+	MoveSlowLeader bool
 	// Given are the flags given (on the command line or by their
 	// environment twins), not left at their defaults: a restart applies a
 	// given address over the recorded one, or refuses it. nil: none.

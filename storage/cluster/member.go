@@ -100,6 +100,8 @@ type Member struct {
 	peers      *peerGate
 	local      *clientv3.Client
 	stopFollow context.CancelFunc
+	// leadership probes the raft leader and places it (leadership.go).
+	leadership *leadership
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -169,6 +171,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {},
 		learners: &learnerWatch{after: cfg.StaleLearnerAfter, since: map[uint64]time.Time{}}}
+	m.leadership = &leadership{m: m}
 	if m.peers, err = startPeerGate(peerLn, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
 		peerLn.Close()
 		e.Close()
@@ -333,6 +336,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec.BackendBatchInterval = time.Second
 	// storage/etcd compacts to --watch-history itself.
 	ec.AutoCompactionRetention = "0"
+	raftTiming(ec) // leadership.go
 	// No metrics or gateway listeners beyond the client URL.
 	ec.EnableGRPCGateway = false
 	return ec, nil

@@ -37,7 +37,7 @@ func trustMember(t *testing.T) (*Member, *Membership, *testCA) {
 	}
 	t.Cleanup(m.Close)
 	p := &Provisioned{Config: cfg, paths: cfg.Paths, token: cfg.Token, prefix: cfg.Prefix}
-	return m, NewMembership(p, m, func(context.Context) (string, error) { return "", nil }), ca
+	return m, NewMembership(p, m, func(context.Context) (string, error) { return "", nil }, false), ca
 }
 
 // admitReplica issues and records a replica's client certificate as a

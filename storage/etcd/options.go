@@ -59,6 +59,13 @@ type Options struct {
 	// one local member as the only endpoint there is none to move to, and
 	// the API's watchers must relist elsewhere.
 	EndWatchesWithoutLeader bool
+	// LeaderChanged, on a store of one local member, returns a channel
+	// that closes at the member's next raft leader change (etcd's
+	// EtcdServer.LeaderChangedNotify): writes sent before it and still
+	// unanswered shortly after end with storage.ErrTimeout instead of
+	// waiting out RequestTimeout for a leader that died
+	// (leaderchange.go).
+	LeaderChanged func() <-chan struct{}
 	// AutoSyncInterval, when positive, refreshes Endpoints from the
 	// cluster's member list that often, so that a replica of an embedded
 	// cluster follows members that join or are removed.

@@ -30,6 +30,9 @@ type Store struct {
 	// pool sends reads and writes to a healthy endpoint (failover.go);
 	// nil when there is one endpoint or no RequestTimeout.
 	pool *pool
+	// terms ends writes sent under a replaced raft leader
+	// (leaderchange.go); nil without Options.LeaderChanged.
+	terms *leaderTerms
 
 	closed atomic.Bool
 	done   chan struct{} // closed by Close
@@ -90,6 +93,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("etcd: %w", err)
 		}
 		s.wg.Go(s.pool.probeLoop)
+	}
+	if opts.LeaderChanged != nil && s.pool == nil {
+		s.terms = &leaderTerms{}
+		s.wg.Go(func() { s.terms.watch(opts.LeaderChanged, s.done) })
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	rev, err := s.CurrentRevision(cctx)
@@ -196,8 +203,13 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
+	if write {
+		var stop func()
+		ctx, stop = s.endOnLeaderChange(ctx)
+		defer stop()
+	}
 	_, err := op(ctx, s.client.KV)
-	return err
+	return leaderChangedErr(ctx, err)
 }
 
 // get is a read through do.

@@ -47,8 +47,8 @@ type netMember struct {
 
 // startNetCluster runs three members on hosts: m1 starts the cluster,
 // m2 joins through m1 and m3 through m2, each with the cluster token over
-// TLS (plain HTTP is refused off loopback).
-func startNetCluster(t *testing.T, hosts []*netHost) []*netMember {
+// TLS (plain HTTP is refused off loopback); extra are more serve flags.
+func startNetCluster(t *testing.T, hosts []*netHost, extra ...string) []*netMember {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(netAdminToken+`,admin,admin-uid,"system:masters"`+"\n"), 0o600); err != nil {
@@ -61,6 +61,7 @@ func startNetCluster(t *testing.T, hosts []*netHost) []*netMember {
 			"--token-auth-file", tokens,
 			"--cluster-token", "e2e-partition-token", "--member-name", m.name,
 			"--peer-listen", h.ip + ":" + netPeerPort, "--cluster-client-listen", h.ip + ":" + netClientPort}
+		m.args = append(m.args, extra...)
 		if i == 0 {
 			m.args = append(m.args, "--cluster-init")
 		} else {

@@ -47,6 +47,12 @@ type clusterStatus struct {
 		RaftIndex uint64 `json:"raftIndex"`
 		DBSize    int64  `json:"dbSizeBytes"`
 	} `json:"members"`
+	SlowLeader *struct {
+		Leader       string `json:"leader"`
+		Healthier    string `json:"healthier"`
+		SinceSeconds int64  `json:"sinceSeconds"`
+	} `json:"slowLeader"`
+	QuorumRoundTripMs int64 `json:"quorumRoundTripMs"`
 }
 
 // freeLoopbackPorts finds n free ports below the kernel's ephemeral range

@@ -31,8 +31,9 @@ import (
 
 // netnsPrefix starts every namespace these tests create, followed by the
 // creating process's id, so that a later run can delete the namespaces of
-// a run that was killed before its cleanup.
-const netnsPrefix = "lhe2e-"
+// a run that was killed before its cleanup. LEASEHOLD_E2E_NETNS_PREFIX
+// puts another word first, for runs beside others on a shared machine.
+var netnsPrefix = os.Getenv("LEASEHOLD_E2E_NETNS_PREFIX") + "lhe2e-"
 
 // netLab is one private network.
 type netLab struct {

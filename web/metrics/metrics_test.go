@@ -112,3 +112,25 @@ func TestClusterAndCertificateSeries(t *testing.T) {
 		t.Errorf("with a leader, output lacks leasehold_cluster_has_leader 1:\n%s", out)
 	}
 }
+
+// TestClusterLeaderSlowSeries: a member's verdict on the raft leader and
+// its last quorum round trip.
+func TestClusterLeaderSlowSeries(t *testing.T) {
+	r := New()
+	slow := false
+	r.SetSources(Sources{LeaderSlow: func() (bool, time.Duration) { return slow, 1500 * time.Millisecond }})
+	scrape := func() string {
+		var b bytes.Buffer
+		r.WritePrometheus(context.Background(), &b)
+		return b.String()
+	}
+	for _, want := range []string{"\nleasehold_cluster_leader_slow 0\n", "\nleasehold_cluster_quorum_round_trip_seconds 1.5\n"} {
+		if out := scrape(); !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	slow = true
+	if out := scrape(); !strings.Contains(out, "\nleasehold_cluster_leader_slow 1\n") {
+		t.Errorf("with a slow leader, output lacks leasehold_cluster_leader_slow 1:\n%s", out)
+	}
+}

@@ -56,6 +56,17 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 		help(w, "leasehold_cluster_has_leader", "gauge", "1 while this cluster member knows a raft leader, else 0: without one (no quorum) no write commits.")
 		fmt.Fprintf(w, "leasehold_cluster_has_leader %d\n", leader)
 	}
+	if src.LeaderSlow != nil {
+		slow, rtt := src.LeaderSlow()
+		v := 0
+		if slow {
+			v = 1
+		}
+		help(w, "leasehold_cluster_leader_slow", "gauge", "1 while this cluster member finds the raft leader's commits slow while another member answers it several times faster (move it: leasehold cluster move-leader), else 0.")
+		fmt.Fprintf(w, "leasehold_cluster_leader_slow %d\n", v)
+		help(w, "leasehold_cluster_quorum_round_trip_seconds", "gauge", "The last quorum round trip this cluster member measured (a linearizable read through the raft leader, once a second).")
+		fmt.Fprintf(w, "leasehold_cluster_quorum_round_trip_seconds %g\n", rtt.Seconds())
+	}
 	if src.Certificates != nil {
 		writeCertificates(w, src.Certificates())
 	}

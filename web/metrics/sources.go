@@ -28,6 +28,10 @@ type Sources struct {
 	// RaftLeader reports whether this cluster member knows a raft leader
 	// (cluster members only).
 	RaftLeader func() bool
+	// LeaderSlow reports whether this cluster member finds the raft
+	// leader slow while a healthier member answers, and its last quorum
+	// round trip (nil on a single device).
+	LeaderSlow func() (bool, time.Duration)
 	// Certificates lists the certificates the server presents, for
 	// their expiry.
 	Certificates func() []Certificate

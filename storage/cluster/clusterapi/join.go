@@ -25,6 +25,8 @@ const (
 	StatusPath = "/leasehold/v1/cluster"
 	// MembersPath, followed by a member's name, removes it on DELETE.
 	MembersPath = "/leasehold/v1/cluster/members/"
+	// LeaderPath moves the raft leadership on POST (a MoveLeaderRequest).
+	LeaderPath = "/leasehold/v1/cluster/leader"
 )
 
 // The labels of the two proofs and of the exported keying material. The

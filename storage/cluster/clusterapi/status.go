@@ -47,6 +47,37 @@ type Status struct {
 	// cannot tell who runs the controller: it is read linearizably, which
 	// a member without a quorum cannot do.
 	ElectionControllerUnknown string `json:"electionControllerUnknown,omitempty"`
+	// SlowLeader, when set, is the answering member's finding that the
+	// etcd leader's commits are slow while a healthier member answers
+	// (move it with POST LeaderPath).
+	SlowLeader *SlowLeader `json:"slowLeader,omitempty"`
+	// QuorumRoundTripMs is the answering member's last quorum round trip
+	// (a linearizable read through the leader), in milliseconds.
+	QuorumRoundTripMs int64 `json:"quorumRoundTripMs"`
+}
+
+// SlowLeader is a member's finding that the etcd leader is slow: its
+// quorum round trip through the leader is long while another member
+// answers it several times faster than the leader does.
+type SlowLeader struct {
+	Leader               string `json:"leader"`
+	QuorumRoundTripMs    int64  `json:"quorumRoundTripMs"`
+	LeaderRoundTripMs    int64  `json:"leaderRoundTripMs"`
+	Healthier            string `json:"healthier"`
+	HealthierRoundTripMs int64  `json:"healthierRoundTripMs"`
+	SinceSeconds         int64  `json:"sinceSeconds"`
+}
+
+// MoveLeaderRequest is POST LeaderPath: the member to lead ("" lets the
+// answering member pick the healthiest other one).
+type MoveLeaderRequest struct {
+	To string `json:"to"`
+}
+
+// MoveLeaderResponse answers POST LeaderPath once the new leader leads.
+type MoveLeaderResponse struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // BarrierRevisionHeader, on a member's backup (GET /leasehold/v1/backup),

@@ -22,11 +22,11 @@ import (
 var Command = cli.Command{
 	Name:     "cluster",
 	Synopsis: commandSynopsis,
-	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME)",
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME, move-leader [NAME])",
 	Run:      run,
 }
 
-const commandSynopsis = "cluster status|members|remove NAME|revoke NAME [flags]"
+const commandSynopsis = "cluster status|members|remove NAME|revoke NAME|move-leader [NAME] [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
@@ -44,13 +44,25 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
                 --timeout, saying what it waits for) while the others elect a leader
   revoke NAME   the same for an API-only replica (--replica): its certificate is
                 refused by every member from its next request on, its watches end,
-                and the cluster token is rotated`
+                and the cluster token is rotated
+  move-leader [NAME]
+                hand the etcd leadership to member NAME (default: the member that
+                answers fastest), as when "status" reports the leader slow; it returns
+                once NAME leads (writes pause for about a round trip)`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
 	var st clusterapi.Status
 	err := c.Do(ctx, http.MethodGet, clusterapi.StatusPath, nil, &st)
 	return st, err
+}
+
+// MoveLeader hands the etcd leadership to the member called to ("" lets
+// the server pick) through the server c talks to.
+func MoveLeader(ctx context.Context, c *lease.Client, to string) (clusterapi.MoveLeaderResponse, error) {
+	var out clusterapi.MoveLeaderResponse
+	err := c.Do(ctx, http.MethodPost, clusterapi.LeaderPath, clusterapi.MoveLeaderRequest{To: to}, &out)
+	return out, err
 }
 
 // Remove removes the member called name through the server c talks to.
@@ -143,8 +155,13 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 			if n := len(st.Members) - voters; n > 0 {
 				learners = fmt.Sprintf(" and %d learner(s)", n)
 			}
-			fmt.Fprintf(stdout, "members: %d voting (%d healthy, quorum %d)%s\nleader:  %s\nthis:    %s\nelection controller: %s\n\n",
-				voters, healthy, voters/2+1, learners, leader, st.Self, controller)
+			fmt.Fprintf(stdout, "members: %d voting (%d healthy, quorum %d)%s\nleader:  %s\nthis:    %s\nelection controller: %s\nquorum round trip from this member: %dms\n",
+				voters, healthy, voters/2+1, learners, leader, st.Self, controller, st.QuorumRoundTripMs)
+			if sl := st.SlowLeader; sl != nil {
+				fmt.Fprintf(stdout, "SLOW LEADER: %s's commits are slow for %ds (quorum round trip %dms; %s answers in %dms, %s in %dms): leasehold cluster move-leader %s\n",
+					sl.Leader, sl.SinceSeconds, sl.QuorumRoundTripMs, sl.Leader, sl.LeaderRoundTripMs, sl.Healthier, sl.HealthierRoundTripMs, sl.Healthier)
+			}
+			fmt.Fprintln(stdout)
 		}
 		printMembers(stdout, st)
 		printStale(stdout, st)
@@ -165,6 +182,25 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		}
 		fmt.Fprintf(stdout, "%s %s; its certificates are refused by every member\n"+
 			"the cluster token was rotated: new joins need the one in DATA/cluster/token on any member\n", what, rest[1])
+		return cli.ExitOK
+	case "move-leader":
+		if len(rest) > 2 {
+			return usage("move-leader takes at most one name")
+		}
+		to := ""
+		if len(rest) == 2 {
+			to = rest[1]
+		}
+		resp, err := MoveLeader(ctx, c, to)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold cluster: move-leader: %v\n", err)
+			return cli.ExitFailure
+		}
+		if resp.From == resp.To {
+			fmt.Fprintf(stdout, "%s leads already\n", resp.To)
+		} else {
+			fmt.Fprintf(stdout, "moved the etcd leadership from %s to %s\n", resp.From, resp.To)
+		}
 		return cli.ExitOK
 	default:
 		return usage(fmt.Sprintf("unknown subcommand %q", rest[0]))
