@@ -236,17 +236,12 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 
 // openOnMember opens the etcd backend on the local member m only: a
 // member cut off from its quorum must fail its own clients' requests, not
-// move them elsewhere.
+// move them elsewhere. The store calls m's etcd server in process
+// (cluster.Member.StoreClient), not through its client port.
 func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Logger) (*etcd.Store, error) {
-	paths := m.Paths()
-	tlsCfg, err := etcd.TLSConfig(paths.CAFile, paths.CertFile, paths.KeyFile)
-	if err != nil {
-		return nil, err
-	}
 	opts := etcd.Options{
-		Endpoints:               []string{m.ClientURL()},
+		Endpoints:               []string{"in-process:" + m.ClientURL()},
 		Prefix:                  c.EtcdPrefix,
-		TLS:                     tlsCfg,
 		DialTimeout:             c.EtcdDialTimeout,
 		CompactInterval:         c.WatchHistory,
 		RequestTimeout:          c.Cluster.RequestTimeout,
@@ -258,6 +253,7 @@ func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Lo
 	// member restarting into a cluster that lost its leader): the first
 	// read needs a leader, so it is retried for a while.
 	for deadline := time.Now().Add(time.Minute); ; {
+		opts.Client = m.StoreClient() // Open closes it when it fails
 		s, err := etcd.Open(ctx, opts)
 		if err == nil {
 			return s, nil

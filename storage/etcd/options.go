@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Options configure a Store. Endpoints is required; the zero value of every
@@ -17,6 +19,12 @@ type Options struct {
 	// List every member (or one load balancer): the client fails over
 	// between them.
 	Endpoints []string
+	// Client, when set, is used instead of dialing Endpoints (which then
+	// only name it in logs), and closed by Close: an embedded cluster
+	// member's in-process client of its own etcd server
+	// (storage/cluster's StoreClient), which skips the loopback TLS,
+	// HTTP/2 and protobuf of the client port.
+	Client *clientv3.Client
 	// Prefix is prepended to every key, so that several installations can
 	// share one etcd cluster (default "/leasehold"). Keys under
 	// Prefix+"/_leasehold/" are the backend's own (elections, compaction).

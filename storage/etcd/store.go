@@ -72,9 +72,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// the lease. One attempt each: the caller retries.
 		cfg.MaxUnaryRetries = 1
 	}
-	client, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
+	client := opts.Client
+	if client == nil {
+		if client, err = clientv3.New(cfg); err != nil {
+			return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
+		}
 	}
 	s := &Store{
 		opts:    opts,
@@ -84,7 +86,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		metaKey: opts.Prefix + reservedDir + "revision",
 		done:    make(chan struct{}),
 	}
-	if opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
+	if opts.Client == nil && opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
 		if s.pool, err = newPool(s, opts.Endpoints); err != nil {
 			_ = client.Close()
 			return nil, fmt.Errorf("etcd: %w", err)
@@ -373,6 +375,9 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 		return st, err
 	}
 	eps := s.client.Endpoints()
+	if len(eps) == 0 {
+		eps = []string{""} // an in-process client (Options.Client) has no endpoints: its Status is its server's
+	}
 	if s.pool != nil {
 		eps = s.pool.healthyFirst()
 	}
