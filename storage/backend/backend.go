@@ -73,8 +73,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cluster.AdvertiseHost, "advertise-host", "", "`address` the other members reach this one at (default: the --peer-listen host, or when that is 0.0.0.0 the local address towards --join, or the first non-loopback address)")
 	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
+	fs.Int64Var(&c.Cluster.LargeWriteBytesPerSec, "cluster-large-write-bytes-per-sec", DefaultLargeWriteBytesPerSec, "most `bytes` per second of values over 64 KiB that a cluster member or replica writes (a larger write waits its turn): every write of a cluster goes through one raft log and every member's WAL, and a storm of large writes would hold the renewals queued behind it (0: unlimited)")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
+
+// DefaultLargeWriteBytesPerSec is --cluster-large-write-bytes-per-sec's
+// default: about one 200 KB patch a second per member or replica.
+const DefaultLargeWriteBytesPerSec = 256 << 10
 
 // MemberStore is the store of an embedded etcd member: the etcd backend
 // over the member's own client URL, which closes the member with it.
@@ -161,9 +166,9 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 		// does not compact: the members refuse it that (storage/cluster's
 		// gate), and their own compactors keep --watch-history.
 		c.WatchHistory = -1
-		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, r.Name, o.Logger)
+		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, c.Cluster.LargeWriteBytesPerSec, r.Name, o.Logger)
 	case ExternalEtcd:
-		return openEtcd(ctx, c, 0, 0, "", o.Logger)
+		return openEtcd(ctx, c, 0, 0, 0, "", o.Logger)
 	case SingleDevice:
 		dbPath := o.Dir.Database()
 		s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, QuotaBytes: c.QuotaBytes, Logger: o.Logger, OnCommit: o.OnCommit,
@@ -178,9 +183,10 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 
 // openEtcd opens the etcd backend of c; autoSync refreshes the endpoints
 // from the member list (0: never), requestTimeout bounds each request and
-// moves it to a member that answers (0: the client's own retries), identity names this server in the
-// election keys (default the host name).
-func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Duration, identity string, log *slog.Logger) (Store, string, error) {
+// moves it to a member that answers (0: the client's own retries),
+// largeWriteRate paces large values (0: unlimited), identity names this
+// server in the election keys (default the host name).
+func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Duration, largeWriteRate int64, identity string, log *slog.Logger) (Store, string, error) {
 	tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
 	if err != nil {
 		return nil, "", err
@@ -197,6 +203,8 @@ func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Durat
 		AutoSyncInterval: autoSync,
 		RequestTimeout:   requestTimeout,
 		Identity:         identity,
+
+		LargeWriteBytesPerSec: largeWriteRate,
 	})
 	if err != nil {
 		return nil, "", err
@@ -245,6 +253,7 @@ func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Lo
 		DialTimeout:             c.EtcdDialTimeout,
 		CompactInterval:         c.WatchHistory,
 		RequestTimeout:          c.Cluster.RequestTimeout,
+		LargeWriteBytesPerSec:   c.Cluster.LargeWriteBytesPerSec,
 		EndWatchesWithoutLeader: true,
 		Logger:                  log,
 		Identity:                m.Name(),

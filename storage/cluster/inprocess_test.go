@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -18,13 +19,17 @@ import (
 // in-process client, bounded requests that need a leader, watches that
 // end without one), with a request bound long enough for a loaded
 // machine (see TestConformanceOnEmbeddedMember).
-func openInProcess(t *testing.T, m *Member, prefix string) *etcd.Store {
+func openInProcess(t *testing.T, m *Member, prefix string, tweak ...func(*etcd.Options)) *etcd.Store {
 	t.Helper()
-	s, err := etcd.Open(context.Background(), etcd.Options{
+	opts := etcd.Options{
 		Endpoints: []string{"in-process:" + m.ClientURL()}, Client: m.StoreClient(), Prefix: prefix,
 		CompactInterval: -1, RequestTimeout: 30 * time.Second, EndWatchesWithoutLeader: true,
 		WatchQueueLimit: storagetest.SlowWatcherWrites / 4, Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	s, err := etcd.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -97,5 +102,34 @@ func TestInProcessWithoutLeader(t *testing.T) {
 		t.Logf("the watch ended: %v", r.Err)
 	case <-time.After(time.Minute):
 		t.Error("the store's watch did not end within a minute of its member losing the leader (etcd ends such streams after three election timeouts)")
+	}
+}
+
+// TestLargeWritesPaced: values over LargeValueBytes share a byte rate
+// (the burst holds the largest value); one that cannot have its turn
+// before its context ends fails with a timeout and is not written, while
+// small values (renewals) are never held.
+func TestLargeWritesPaced(t *testing.T) {
+	m, _ := startMember(t, t.TempDir())
+	s := openInProcess(t, m, "/paced", func(o *etcd.Options) {
+		o.MaxValueBytes, o.LargeValueBytes, o.LargeWriteBytesPerSec = 128<<10, 64<<10, 1<<10 // 1 KiB/s: a second large value waits minutes
+	})
+	big := make([]byte, 100<<10)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "/big-1", big); err != nil {
+		t.Fatalf("the first large value (within the burst): %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.Create(short, "/big-2", big); !errors.Is(err, storage.ErrTimeout) {
+		t.Errorf("a second large value at once = %v, want a timeout before it is sent (its turn is minutes away)", err)
+	}
+	if _, err := s.Get(ctx, "/big-2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the refused large value: Get = %v, want not found (it must not have been sent)", err)
+	}
+	for i := range 50 {
+		if _, err := s.Create(short, fmt.Sprintf("/small-%d", i), make([]byte, 1<<10)); err != nil {
+			t.Fatalf("a small value behind the large ones: %v", err)
+		}
 	}
 }

@@ -324,6 +324,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	ec.WarningApplyDuration = time.Second
 	// storage/etcd compacts to --watch-history itself.
 	ec.AutoCompactionRetention = "0"
+	sizeForDevice(ec)
 	// No metrics or gateway listeners beyond the client URL.
 	ec.EnableGRPCGateway = false
 	return ec, nil

@@ -37,6 +37,15 @@ type Options struct {
 	// default --max-request-bytes); larger writes fail with
 	// ErrValueTooLarge without a round trip.
 	MaxValueBytes int
+	// LargeWriteBytesPerSec, when positive, limits the bytes per second
+	// of values larger than LargeValueBytes (default 64 KiB) that this
+	// store writes: a write waits for its turn (within its context), and
+	// fails with storage.ErrTimeout, unsent, when its context would end
+	// first. Every write of an etcd cluster goes through one raft log and
+	// every member's WAL fsync: large entries ahead of small ones delay
+	// the renewals queued behind them. 0 leaves large writes unlimited.
+	LargeWriteBytesPerSec int64
+	LargeValueBytes       int
 	// WatchQueueLimit is how many undelivered responses a watcher may
 	// accumulate before it is ended with ErrCompacted (default 10000).
 	WatchQueueLimit int
@@ -89,6 +98,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxValueBytes <= 0 {
 		o.MaxValueBytes = 3 << 19 // 1.5 MiB
+	}
+	if o.LargeValueBytes <= 0 {
+		o.LargeValueBytes = 64 << 10
 	}
 	if o.WatchQueueLimit <= 0 {
 		o.WatchQueueLimit = 10000

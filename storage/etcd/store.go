@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -26,6 +27,10 @@ type Store struct {
 	metaKey string
 
 	compactRev atomic.Int64 // last known etcd compact revision (a lower bound)
+
+	// large paces the writes of large values (Options.LargeWriteBytesPerSec);
+	// nil when they are not limited.
+	large *rate.Limiter
 
 	// pool sends reads and writes to a healthy endpoint (failover.go);
 	// nil when there is one endpoint or no RequestTimeout.
@@ -85,6 +90,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		prefix:  opts.Prefix,
 		metaKey: opts.Prefix + reservedDir + "revision",
 		done:    make(chan struct{}),
+	}
+	if opts.LargeWriteBytesPerSec > 0 {
+		// The burst holds the largest value, so that every write can pass.
+		s.large = rate.NewLimiter(rate.Limit(opts.LargeWriteBytesPerSec), int(max(opts.LargeWriteBytesPerSec, int64(opts.MaxValueBytes))))
 	}
 	if opts.Client == nil && opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
 		if s.pool, err = newPool(s, opts.Endpoints); err != nil {
@@ -253,7 +262,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 
 // Create puts key only if it does not exist (create revision 0).
 func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
-	if err := s.checkWrite(value); err != nil {
+	if err := s.checkWrite(ctx, value); err != nil {
 		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
 	}
 	k := s.key(key)
@@ -273,7 +282,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 // mismatch the else branch reads the key to tell conflict from absence in
 // the same round trip.
 func (s *Store) Update(ctx context.Context, key string, value []byte, expectedModRevision int64) (storage.KeyValue, error) {
-	if err := s.checkWrite(value); err != nil {
+	if err := s.checkWrite(ctx, value); err != nil {
 		return storage.KeyValue{}, fmt.Errorf("etcd: update %s: %w", key, err)
 	}
 	k := s.key(key)
@@ -332,12 +341,20 @@ func (s *Store) casFailure(op, key string, resp *clientv3.TxnResponse) error {
 	return fmt.Errorf("etcd: %s %s: %w", op, key, storage.ErrNotFound)
 }
 
-func (s *Store) checkWrite(value []byte) error {
+// checkWrite refuses a value over MaxValueBytes and paces a large one
+// (Options.LargeWriteBytesPerSec).
+func (s *Store) checkWrite(ctx context.Context, value []byte) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if len(value) > s.opts.MaxValueBytes {
 		return fmt.Errorf("%d bytes (limit %d): %w", len(value), s.opts.MaxValueBytes, storage.ErrValueTooLarge)
+	}
+	if s.large != nil && len(value) > s.opts.LargeValueBytes {
+		if err := s.large.WaitN(ctx, len(value)); err != nil {
+			return fmt.Errorf("a value of %d bytes waits for its turn (values over %d bytes are limited to %d bytes/s in all), not sent: %w: %w",
+				len(value), s.opts.LargeValueBytes, s.opts.LargeWriteBytesPerSec, storage.ErrTimeout, err)
+		}
 	}
 	return nil
 }
