@@ -9,7 +9,9 @@
 # SERVER_BIN runs another server binary (an older build, for a
 # before/after: run both back to back, the machine is shared); SERVER_FLAGS
 # adds serve flags to every member; BENCH_FLAGS replaces the load (default
-# 64 clients over 1,000 leases, 10 s after a 5 s warm-up); PROFILE=N takes
+# 64 clients over 1,000 leases, 10 s after a 5 s warm-up; the README's patch
+# storm: "--leases 200 --clients 50 --rate 200 --warmup 5s --duration 30s
+# --noise patch --noise-objects 100"); PROFILE=N takes
 # an N-second CPU profile of the first member during the run
 # ($OUT/cluster-cpu-RUN.pprof). Needs: go, curl, jq, openssl.
 set -euo pipefail
@@ -63,7 +65,9 @@ for run in $(seq "$RUNS"); do
 		--member-pids "${PIDS[1]},${PIDS[2]}" --output json $BENCH_FLAGS >"$OUT/cluster-$run.json" || true
 	[ -z "$PROF_PID" ] || wait "$PROF_PID" || true
 	stop_members
-	jq -c '{renewals_per_sec, errors, conflicts, first_error, p50_ms: .latency.p50_ms, p99_ms: .latency.p99_ms,
-		cluster_cpu_per_renewal_us, cluster_cores, server_cpu_per_renewal_us, load: .loadavg_at_end}' \
+	jq -c '{renewals_per_sec, done_pct: (if .done_ratio then .done_ratio * 100 | floor else null end), errors, conflicts, first_error,
+		p50_ms: .latency.p50_ms, p99_ms: .latency.p99_ms, cluster_cpu_per_renewal_us, cluster_cores, server_cpu_per_renewal_us,
+		peak_rss_mib: ([(.server_peak_rss_bytes // 0), (.members[]?.peak_rss_bytes // 0)] | map(. / 1048576 | floor)),
+		noise_ops_per_sec: .noise.ops_per_sec, noise_rejected: .noise.rejected, noise_errors: .noise.errors, load: .loadavg_at_end}' \
 		"$OUT/cluster-$run.json" 2>/dev/null || cat "$OUT/cluster-$run.json"
 done

@@ -223,6 +223,7 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 	mc := &p.Config
 	mc.Logger, mc.EtcdLogger = o.ClusterLogger, o.EtcdLogger
 	mc.StaleLearnerAfter = c.Cluster.StaleLearnerAfter
+	mc.QuotaBytes = c.QuotaBytes
 	if err := p.PrepareData(ctx, boltdb.ExportFile, o.Logger); err != nil {
 		return nil, "", err
 	}

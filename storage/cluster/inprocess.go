@@ -57,6 +57,8 @@ func newInProcessClient(s *etcdserver.EtcdServer) *clientv3.Client {
 	c.KV = clientv3.NewKVFromKVClient(&guardedKV{KVClient: adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(s)), g: g}, c)
 	c.Lease = clientv3.NewLeaseFromLeaseClient(&guardedLease{LeaseClient: adapter.LeaseServerToLeaseClient(v3rpc.NewQuotaLeaseServer(s)), g: g}, c, time.Second)
 	c.Watcher = &blankWatcher{clientv3.NewWatchFromWatchClient(&guardedWatch{WatchClient: adapter.WatchServerToWatchClient(v3rpc.NewWatchServer(s)), g: g}, c)}
+	// Not for Defragment: without a health notifier etcd 3.6's maintenance
+	// server dereferences nil there (space.go calls the server's own).
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(v3rpc.NewMaintenanceServer(s, nil)), c)
 	c.Cluster = clientv3.NewClusterFromClusterClient(adapter.ClusterServerToClusterClient(v3rpc.NewClusterServer(s)), c)
 	c.Auth = clientv3.NewAuthFromAuthClient(adapter.AuthServerToAuthClient(v3rpc.NewAuthServer(s)), c)

@@ -16,8 +16,10 @@ const (
 	memberSnapshotCatchUpEntries = 1000
 )
 
-// sizeForDevice sets the embedded member's raft log bounds (see above).
-func sizeForDevice(ec *embed.Config) {
+// sizeForDevice sets the embedded member's raft log bounds (see above)
+// and its database quota from --storage-quota-bytes (quotaBackendBytes).
+func sizeForDevice(ec *embed.Config, quotaBytes int64) {
 	ec.SnapshotCount = memberSnapshotCount
 	ec.SnapshotCatchUpEntries = memberSnapshotCatchUpEntries
+	ec.QuotaBackendBytes = quotaBackendBytes(quotaBytes)
 }
