@@ -54,7 +54,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
 	fs.Int64Var(&c.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
-	fs.Int64Var(&c.QuotaBytes, "storage-quota-bytes", boltdb.DefaultQuotaBytes, "most `bytes` of keys and values the bbolt storage holds (all kept in memory): writes that would grow the data beyond it fail (as etcd's \"database space exceeded\"), and values over 64 KiB may hold a quarter of it; writes that do not grow the data, such as renewals, always pass")
+	fs.Int64Var(&c.QuotaBytes, "storage-quota-bytes", boltdb.DefaultQuotaBytes, "most `bytes` of keys and values the bbolt storage holds (all kept in memory): writes that would grow the data beyond it fail (as etcd's \"database space exceeded\"), and values over 64 KiB may hold a quarter of it; writes that do not grow the data, such as renewals, always pass; on a cluster member, etcd's database quota is four times it")
 	fs.StringVar(&c.Backend, "storage", "bbolt", "storage `backend`: bbolt (one file in the data directory) or etcd (an etcd cluster that several replicas share)")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs` (with --storage etcd), e.g. https://etcd-0:2379,https://etcd-1:2379")
 	fs.StringVar(&c.EtcdPrefix, "etcd-prefix", "/leasehold", "etcd key `prefix`, so that several installations can share one etcd cluster")
