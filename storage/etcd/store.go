@@ -11,7 +11,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/time/rate"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -30,7 +29,7 @@ type Store struct {
 
 	// large paces the writes of large values (Options.LargeWriteBytesPerSec);
 	// nil when they are not limited.
-	large *rate.Limiter
+	large *pacer
 
 	// pool sends reads and writes to a healthy endpoint (failover.go);
 	// nil when there is one endpoint or no RequestTimeout.
@@ -93,7 +92,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.LargeWriteBytesPerSec > 0 {
 		// The burst holds the largest value, so that every write can pass.
-		s.large = rate.NewLimiter(rate.Limit(opts.LargeWriteBytesPerSec), int(max(opts.LargeWriteBytesPerSec, int64(opts.MaxValueBytes))))
+		s.large = newPacer(opts.LargeWriteBytesPerSec, int(max(opts.LargeWriteBytesPerSec, int64(opts.MaxValueBytes))))
 	}
 	if opts.Client == nil && opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
 		if s.pool, err = newPool(s, opts.Endpoints); err != nil {
@@ -351,7 +350,7 @@ func (s *Store) checkWrite(ctx context.Context, value []byte) error {
 		return fmt.Errorf("%d bytes (limit %d): %w", len(value), s.opts.MaxValueBytes, storage.ErrValueTooLarge)
 	}
 	if s.large != nil && len(value) > s.opts.LargeValueBytes {
-		if err := s.large.WaitN(ctx, len(value)); err != nil {
+		if err := s.large.wait(ctx, len(value)); err != nil {
 			return fmt.Errorf("a value of %d bytes waits for its turn (values over %d bytes are limited to %d bytes/s in all), not sent: %w: %w",
 				len(value), s.opts.LargeValueBytes, s.opts.LargeWriteBytesPerSec, storage.ErrTimeout, err)
 		}
