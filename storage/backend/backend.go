@@ -82,7 +82,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 const DefaultLargeWriteBytesPerSec = 256 << 10
 
 // MemberStore is the store of an embedded etcd member: the etcd backend
-// over the member's own client URL, which closes the member with it.
+// on the member's own etcd server, called in process, which closes the
+// member with it.
 type MemberStore struct {
 	*etcd.Store
 	member     *cluster.Member
