@@ -57,7 +57,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WatchHistory, "watch-history", 5*time.Minute, "how long recent changes are kept for resuming watches and paginated lists (older resourceVersions get 410 Expired)")
 	fs.Int64Var(&c.WatchHistoryMaxBytes, "watch-history-max-bytes", boltdb.DefaultHistoryMaxBytes, "most memory, in `bytes`, the recent changes of --watch-history may hold (bbolt storage): under heavy write load this bound, not the duration, decides how far back watches can resume")
-	fs.Int64Var(&c.QuotaBytes, "storage-quota-bytes", boltdb.DefaultQuotaBytes, "most `bytes` of keys and values the bbolt storage holds (all kept in memory): writes that would grow the data beyond it fail (as etcd's \"database space exceeded\"), and values over 64 KiB may hold a quarter of it; writes that do not grow the data, such as renewals, always pass")
+	fs.Int64Var(&c.QuotaBytes, "storage-quota-bytes", boltdb.DefaultQuotaBytes, "most `bytes` of keys and values the bbolt storage holds (all kept in memory): writes that would grow the data beyond it fail (as etcd's \"database space exceeded\"), and values over 64 KiB may hold a quarter of it; writes that do not grow the data, such as renewals, always pass; on a cluster member, etcd's database quota is four times it")
 	fs.DurationVar(&c.CommitDelay, "storage-commit-delay", 0, "how long the bbolt storage waits after a write for more writes to commit and sync with it (0: commit at once): each commit writes at least 16 KiB to the disk, so on an SD card or eMMC a delay such as 100ms divides the bytes written per renewal, and adds up to that much to the latency of every write; writes are still answered only once synced")
 	fs.StringVar(&c.Backend, "storage", "bbolt", "storage `backend`: bbolt (one file in the data directory) or etcd (an etcd cluster that several replicas share)")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs` (with --storage etcd), e.g. https://etcd-0:2379,https://etcd-1:2379")
@@ -78,11 +78,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Cluster.RequestTimeout, "cluster-request-timeout", 3*time.Second, "longest a storage request of a cluster member or replica may take: a member cut off from its quorum answers 5xx within it, a replica sends requests to the members that answer")
 	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
 	fs.BoolVar(&c.Cluster.MoveSlowLeader, "cluster-move-slow-leader", true, "let a member that has found the etcd leader's commits slow for 5 s, while another member answers it several times faster than the leader, move the leadership to itself (at most once a minute); off: it only reports it (log, leasehold_cluster_leader_slow, cluster status)")
+	fs.Int64Var(&c.Cluster.LargeWriteBytesPerSec, "cluster-large-write-bytes-per-sec", DefaultLargeWriteBytesPerSec, "most `bytes` per second of values over 64 KiB that a cluster member or replica writes (a larger write waits its turn): every write of a cluster goes through one raft log and every member's WAL, and a storm of large writes would hold the renewals queued behind it (0: unlimited)")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
+// DefaultLargeWriteBytesPerSec is --cluster-large-write-bytes-per-sec's
+// default: about one 200 KB patch a second per member or replica.
+const DefaultLargeWriteBytesPerSec = 256 << 10
+
 // MemberStore is the store of an embedded etcd member: the etcd backend
-// over the member's own client URL, which closes the member with it.
+// on the member's own etcd server, called in process, which closes the
+// member with it.
 type MemberStore struct {
 	*etcd.Store
 	member     *cluster.Member
@@ -166,9 +172,9 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 		// does not compact: the members refuse it that (storage/cluster's
 		// gate), and their own compactors keep --watch-history.
 		c.WatchHistory = -1
-		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, r.Name, o.Logger)
+		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, c.Cluster.LargeWriteBytesPerSec, r.Name, o.Logger)
 	case ExternalEtcd:
-		return openEtcd(ctx, c, 0, 0, "", o.Logger)
+		return openEtcd(ctx, c, 0, 0, 0, "", o.Logger)
 	case SingleDevice:
 		dbPath := o.Dir.Database()
 		s, err := boltdb.Open(ctx, dbPath, boltdb.Options{HistoryWindow: c.WatchHistory, HistoryMaxBytes: c.WatchHistoryMaxBytes, QuotaBytes: c.QuotaBytes, Logger: o.Logger, OnCommit: o.OnCommit,
@@ -183,9 +189,10 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 
 // openEtcd opens the etcd backend of c; autoSync refreshes the endpoints
 // from the member list (0: never), requestTimeout bounds each request and
-// moves it to a member that answers (0: the client's own retries), identity names this server in the
-// election keys (default the host name).
-func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Duration, identity string, log *slog.Logger) (Store, string, error) {
+// moves it to a member that answers (0: the client's own retries),
+// largeWriteRate paces large values (0: unlimited), identity names this
+// server in the election keys (default the host name).
+func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Duration, largeWriteRate int64, identity string, log *slog.Logger) (Store, string, error) {
 	tlsCfg, err := etcd.TLSConfig(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile)
 	if err != nil {
 		return nil, "", err
@@ -197,12 +204,13 @@ func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Durat
 		DialTimeout: c.EtcdDialTimeout,
 		// etcd keeps history until compacted: compact so that
 		// --watch-history of it stays, as on bbolt.
-		CompactInterval:  c.WatchHistory,
-		Logger:           log,
-		AutoSyncInterval: autoSync,
-		RequestTimeout:   requestTimeout,
-		Identity:         identity,
-		ElectionTTL:      clusterElectionTTL(requestTimeout),
+		CompactInterval:       c.WatchHistory,
+		Logger:                log,
+		AutoSyncInterval:      autoSync,
+		RequestTimeout:        requestTimeout,
+		Identity:              identity,
+		ElectionTTL:           clusterElectionTTL(requestTimeout),
+		LargeWriteBytesPerSec: largeWriteRate,
 	})
 	if err != nil {
 		return nil, "", err
@@ -236,6 +244,7 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 	mc := &p.Config
 	mc.Logger, mc.EtcdLogger = o.ClusterLogger, o.EtcdLogger
 	mc.StaleLearnerAfter = c.Cluster.StaleLearnerAfter
+	mc.QuotaBytes = c.QuotaBytes
 	if err := p.PrepareData(ctx, boltdb.ExportFile, o.Logger); err != nil {
 		return nil, "", err
 	}
@@ -257,20 +266,16 @@ func openMember(ctx context.Context, o Options) (Store, string, error) {
 
 // openOnMember opens the etcd backend on the local member m only: a
 // member cut off from its quorum must fail its own clients' requests, not
-// move them elsewhere.
+// move them elsewhere. The store calls m's etcd server in process
+// (cluster.Member.StoreClient), not through its client port.
 func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Logger) (*etcd.Store, error) {
-	paths := m.Paths()
-	tlsCfg, err := etcd.TLSConfig(paths.CAFile, paths.CertFile, paths.KeyFile)
-	if err != nil {
-		return nil, err
-	}
 	opts := etcd.Options{
-		Endpoints:               []string{m.ClientURL()},
+		Endpoints:               []string{"in-process:" + m.ClientURL()},
 		Prefix:                  c.EtcdPrefix,
-		TLS:                     tlsCfg,
 		DialTimeout:             c.EtcdDialTimeout,
 		CompactInterval:         c.WatchHistory,
 		RequestTimeout:          c.Cluster.RequestTimeout,
+		LargeWriteBytesPerSec:   c.Cluster.LargeWriteBytesPerSec,
 		EndWatchesWithoutLeader: true,
 		LeaderChanged:           m.LeaderChanged,
 		ElectionTTL:             clusterElectionTTL(c.Cluster.RequestTimeout),
@@ -281,6 +286,7 @@ func openOnMember(ctx context.Context, c Config, m *cluster.Member, log *slog.Lo
 	// member restarting into a cluster that lost its leader): the first
 	// read needs a leader, so it is retried for a while.
 	for deadline := time.Now().Add(time.Minute); ; {
+		opts.Client = m.StoreClient() // Open closes it when it fails
 		s, err := etcd.Open(ctx, opts)
 		if err == nil {
 			return s, nil

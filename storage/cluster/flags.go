@@ -35,6 +35,11 @@ type Flags struct {
 	// for a while, with a healthier member answering, move the leadership
 	// to itself (leadership.go).
 	MoveSlowLeader bool
+	// LargeWriteBytesPerSec paces the writes of values over 64 KiB of a
+	// member's or replica's store (storage/etcd's Options), so that a
+	// storm of large writes cannot hold the raft log and every member's
+	// WAL while renewals queue behind it; 0 leaves them unlimited.
+	LargeWriteBytesPerSec int64
 	// Given are the flags given (on the command line or by their
 	// environment twins), not left at their defaults: a restart applies a
 	// given address over the recorded one, or refuses it. nil: none.

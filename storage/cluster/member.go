@@ -62,6 +62,9 @@ type Config struct {
 	// --etcd-prefix; default /leasehold): the gate lets a replica's
 	// certificate touch nothing else.
 	Prefix string
+	// QuotaBytes is --storage-quota-bytes: the member's etcd quota is
+	// sized from it (quotaBackendBytes); 0 keeps etcd's.
+	QuotaBytes int64
 	// Token is the cluster token a new cluster (Join false) records for
 	// joiners; a member's token file follows the record afterwards.
 	Token []byte
@@ -224,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	m.peerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}
 	m.background.Go(m.watchLearners)
+	m.background.Go(m.recoverSpace)
 	return m, nil
 }
 
@@ -337,6 +341,7 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	// storage/etcd compacts to --watch-history itself.
 	ec.AutoCompactionRetention = "0"
 	raftTiming(ec) // leadership.go
+	sizeForDevice(ec, cfg.QuotaBytes)
 	// No metrics or gateway listeners beyond the client URL.
 	ec.EnableGRPCGateway = false
 	return ec, nil

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Options configure a Store. Endpoints is required; the zero value of every
@@ -17,6 +19,12 @@ type Options struct {
 	// List every member (or one load balancer): the client fails over
 	// between them.
 	Endpoints []string
+	// Client, when set, is used instead of dialing Endpoints (which then
+	// only name it in logs), and closed by Close: an embedded cluster
+	// member's in-process client of its own etcd server
+	// (storage/cluster's StoreClient), which skips the loopback TLS,
+	// HTTP/2 and protobuf of the client port.
+	Client *clientv3.Client
 	// Prefix is prepended to every key, so that several installations can
 	// share one etcd cluster (default "/leasehold"). Keys under
 	// Prefix+"/_leasehold/" are the backend's own (elections, compaction).
@@ -29,6 +37,15 @@ type Options struct {
 	// default --max-request-bytes); larger writes fail with
 	// ErrValueTooLarge without a round trip.
 	MaxValueBytes int
+	// LargeWriteBytesPerSec, when positive, limits the bytes per second
+	// of values larger than LargeValueBytes (default 64 KiB) that this
+	// store writes: a write waits for its turn (within its context), and
+	// fails with storage.ErrTimeout, unsent, when its context would end
+	// first. Every write of an etcd cluster goes through one raft log and
+	// every member's WAL fsync: large entries ahead of small ones delay
+	// the renewals queued behind them. 0 leaves large writes unlimited.
+	LargeWriteBytesPerSec int64
+	LargeValueBytes       int
 	// WatchQueueLimit is how many undelivered responses a watcher may
 	// accumulate before it is ended with ErrCompacted (default 10000).
 	WatchQueueLimit int
@@ -88,6 +105,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxValueBytes <= 0 {
 		o.MaxValueBytes = 3 << 19 // 1.5 MiB
+	}
+	if o.LargeValueBytes <= 0 {
+		o.LargeValueBytes = 64 << 10
 	}
 	if o.WatchQueueLimit <= 0 {
 		o.WatchQueueLimit = 10000

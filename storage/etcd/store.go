@@ -27,6 +27,10 @@ type Store struct {
 
 	compactRev atomic.Int64 // last known etcd compact revision (a lower bound)
 
+	// large paces the writes of large values (Options.LargeWriteBytesPerSec);
+	// nil when they are not limited.
+	large *pacer
+
 	// pool sends reads and writes to a healthy endpoint (failover.go);
 	// nil when there is one endpoint or no RequestTimeout.
 	pool *pool
@@ -75,9 +79,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// the lease. One attempt each: the caller retries.
 		cfg.MaxUnaryRetries = 1
 	}
-	client, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
+	client := opts.Client
+	if client == nil {
+		if client, err = clientv3.New(cfg); err != nil {
+			return nil, fmt.Errorf("etcd: connect to %v: %w", opts.Endpoints, err)
+		}
 	}
 	s := &Store{
 		opts:    opts,
@@ -87,7 +93,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		metaKey: opts.Prefix + reservedDir + "revision",
 		done:    make(chan struct{}),
 	}
-	if opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
+	if opts.LargeWriteBytesPerSec > 0 {
+		// The burst holds the largest value, so that every write can pass.
+		s.large = newPacer(opts.LargeWriteBytesPerSec, int(max(opts.LargeWriteBytesPerSec, int64(opts.MaxValueBytes))))
+	}
+	if opts.Client == nil && opts.RequestTimeout > 0 && (len(opts.Endpoints) > 1 || opts.AutoSyncInterval > 0) {
 		if s.pool, err = newPool(s, opts.Endpoints); err != nil {
 			_ = client.Close()
 			return nil, fmt.Errorf("etcd: %w", err)
@@ -263,7 +273,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 
 // Create puts key only if it does not exist (create revision 0).
 func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
-	if err := s.checkWrite(value); err != nil {
+	if err := s.checkWrite(ctx, value); err != nil {
 		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
 	}
 	k := s.key(key)
@@ -283,7 +293,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 // mismatch the else branch reads the key to tell conflict from absence in
 // the same round trip.
 func (s *Store) Update(ctx context.Context, key string, value []byte, expectedModRevision int64) (storage.KeyValue, error) {
-	if err := s.checkWrite(value); err != nil {
+	if err := s.checkWrite(ctx, value); err != nil {
 		return storage.KeyValue{}, fmt.Errorf("etcd: update %s: %w", key, err)
 	}
 	k := s.key(key)
@@ -342,12 +352,20 @@ func (s *Store) casFailure(op, key string, resp *clientv3.TxnResponse) error {
 	return fmt.Errorf("etcd: %s %s: %w", op, key, storage.ErrNotFound)
 }
 
-func (s *Store) checkWrite(value []byte) error {
+// checkWrite refuses a value over MaxValueBytes and paces a large one
+// (Options.LargeWriteBytesPerSec).
+func (s *Store) checkWrite(ctx context.Context, value []byte) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if len(value) > s.opts.MaxValueBytes {
 		return fmt.Errorf("%d bytes (limit %d): %w", len(value), s.opts.MaxValueBytes, storage.ErrValueTooLarge)
+	}
+	if s.large != nil && len(value) > s.opts.LargeValueBytes {
+		if err := s.large.wait(ctx, len(value)); err != nil {
+			return fmt.Errorf("a value of %d bytes waits for its turn (values over %d bytes are limited to %d bytes/s in all), not sent: %w: %w",
+				len(value), s.opts.LargeValueBytes, s.opts.LargeWriteBytesPerSec, storage.ErrTimeout, err)
+		}
 	}
 	return nil
 }
@@ -385,6 +403,9 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 		return st, err
 	}
 	eps := s.client.Endpoints()
+	if len(eps) == 0 {
+		eps = []string{""} // an in-process client (Options.Client) has no endpoints: its Status is its server's
+	}
 	if s.pool != nil {
 		eps = s.pool.healthyFirst()
 	}

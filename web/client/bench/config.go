@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
@@ -40,6 +42,11 @@ type Config struct {
 	// ServerPID, when set, is the server process measured for CPU time
 	// and RSS (/proc/<pid>).
 	ServerPID int `json:"server_pid,omitempty"`
+	// MemberPIDs are the other members of a cluster whose member
+	// ServerPID is (the renewals go to ServerPID's member only): their CPU
+	// time is added to the server's in the cluster figures, since every
+	// write costs each member its replication, WAL and apply.
+	MemberPIDs []int `json:"member_pids,omitempty"`
 	// NoSetup skips creating missing leases.
 	NoSetup bool `json:"no_setup"`
 	// ListRuns lists the whole namespace this many times after the load
@@ -106,6 +113,11 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Watchers, "watchers", 0, "watches of the namespace's leases measuring event lag (W)")
 	fs.IntVar(&cfg.Candidates, "candidates", 0, "LeaseCandidate churners (create, renew, delete, repeat)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "server `pid`, to report its CPU time per renewal and RSS")
+	fs.Func("member-pids", "comma-separated `pids` of the other members of a cluster whose member --server-pid is: their CPU is summed with the server's (the cluster figures)", func(v string) error {
+		pids, err := parsePIDs(v)
+		cfg.MemberPIDs = append(cfg.MemberPIDs, pids...)
+		return err
+	})
 	fs.BoolVar(&cfg.NoSetup, "no-setup", false, "do not create missing leases")
 	fs.IntVar(&cfg.ListRuns, "list", 0, "after the load, LIST the namespace this many times and report the latency")
 	fs.StringVar(&cfg.Noise, "noise", "", "noisy neighbour beside the renewals: list (LIST loops), watch (re-listing watchers), patch (large patches) or idle (idle connections)")
@@ -146,6 +158,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("invalid --noise %q: use list, watch, patch or idle", c.Noise)
 	case c.Noise != "" && (c.NoiseObjects <= 0 || c.NoiseClients < 0 || c.NoiseBytes < 0 || c.NoiseNamespace == "" || c.NoiseNamespace == c.Namespace):
 		return errors.New("--noise needs positive --noise-objects, non-negative --noise-clients and --noise-bytes, and a --noise-namespace other than --namespace")
+	case len(c.MemberPIDs) > 0 && c.ServerPID <= 0:
+		return errors.New("--member-pids needs --server-pid (the member the renewals go to)")
 	case c.Output != "text" && c.Output != "json":
 		return fmt.Errorf("invalid --output %q: use text or json", c.Output)
 	}
@@ -153,6 +167,22 @@ func (c *Config) validate() error {
 		c.NoiseClients = noiseDefaults[c.Noise]
 	}
 	return nil
+}
+
+// parsePIDs reads a comma-separated list of process IDs.
+func parsePIDs(v string) ([]int, error) {
+	var pids []int
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("invalid pid %q", f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }
 
 // host is the server's host:port.

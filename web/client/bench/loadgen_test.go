@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -199,5 +200,34 @@ func TestServerQuantile(t *testing.T) {
 	beyond := promHistogram{0.01: 190, 0.05: 190, 0.1: 190, inf: 200}
 	if ms, _ := quantile(0.99, before, beyond); ms != 100 {
 		t.Errorf("p99 beyond the last bound = %v ms, want that bound (100)", ms)
+	}
+}
+
+// TestClusterFigures: --member-pids adds the other members' CPU to the
+// server's in the cluster figures. Here the "members" are this process
+// (which serves too), so the cluster's CPU is three times the server's.
+func TestClusterFigures(t *testing.T) {
+	cfg := Defaults()
+	cfg.Server = startServer(t)
+	cfg.Leases, cfg.Clients = 20, 4
+	cfg.Warmup, cfg.Duration = 0, time.Second
+	cfg.ServerPID = os.Getpid()
+	cfg.MemberPIDs = []int{os.Getpid(), os.Getpid()}
+	res, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Members) != 2 || res.ServerCPUPerRenewalUS <= 0 || res.ClusterCPUPerRenewalUS < 2.5*res.ServerCPUPerRenewalUS || res.ClusterCores <= res.ServerCores {
+		t.Errorf("cluster figures: members %+v, CPU per renewal %.1f us (server alone %.1f us), cores %.2f (server %.2f); want the three samples summed",
+			res.Members, res.ClusterCPUPerRenewalUS, res.ServerCPUPerRenewalUS, res.ClusterCores, res.ServerCores)
+	}
+	var stderr bytes.Buffer
+	if parsed, err := ParseFlags([]string{"--server-pid", "7", "--member-pids", "8, 9"}, &stderr); err != nil || len(parsed.MemberPIDs) != 2 || parsed.MemberPIDs[1] != 9 {
+		t.Errorf("ParseFlags(--member-pids 8,9) = %v, %v", parsed.MemberPIDs, err)
+	}
+	for _, bad := range [][]string{{"--member-pids", "8"}, {"--server-pid", "7", "--member-pids", "x"}} {
+		if _, err := ParseFlags(bad, &stderr); err == nil {
+			t.Errorf("ParseFlags(%q) accepted", bad)
+		}
 	}
 }

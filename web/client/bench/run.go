@@ -41,6 +41,11 @@ type Result struct {
 	// ServerPeakRSSBytes is the server's VmHWM at the end: the most it
 	// was ever resident, since it started.
 	ServerPeakRSSBytes int64 `json:"server_peak_rss_bytes,omitempty"`
+	// Members are the other members' figures (Config.MemberPIDs), and
+	// the Cluster figures sum the CPU of the server and of every member.
+	Members                []MemberResult `json:"members,omitempty"`
+	ClusterCPUPerRenewalUS float64        `json:"cluster_cpu_per_renewal_us,omitempty"`
+	ClusterCores           float64        `json:"cluster_cores,omitempty"`
 	// Offered is the renewals the rate cap offered in the measured
 	// window (Rate x Duration), DoneRatio the share of them done.
 	Offered                float64 `json:"offered,omitempty"`
@@ -205,7 +210,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 			histErr = err
 		}
 	}
-	if !cpu.sample(ctx, cfg.ServerPID, win, scrape) {
+	if !cpu.sample(ctx, cfg.ServerPID, cfg.MemberPIDs, win, scrape) {
 		close(stop)
 		wg.Wait()
 		if nz != nil {
@@ -307,17 +312,30 @@ func startLoad(cfg *Config, hc *fasthttp.HostClient, win window, stop <-chan str
 }
 
 // sample waits for win to start and samples the CPU times of the server
-// (pid) and of this process at both of its ends. It reports false, with
-// nothing sampled, when ctx ends before win starts.
-func (c *cpuSamples) sample(ctx context.Context, pid int, win window, atEdge func(end bool)) bool {
+// (pid), of the other members and of this process at both of its ends,
+// calling atEdge at each. It reports false, with nothing sampled, when ctx
+// ends before win starts.
+func (c *cpuSamples) sample(ctx context.Context, pid int, members []int, win window, atEdge func(end bool)) bool {
 	if !sleepUntil(ctx, win.start) {
 		return false
 	}
 	c.server0, c.serverErr0 = procCPU(pid)
+	c.members0 = make([]time.Duration, len(members))
+	for i, m := range members {
+		var err error
+		c.members0[i], err = procCPU(m)
+		c.serverErr0 = errors.Join(c.serverErr0, err)
+	}
 	c.self0, _ = procCPU(0)
 	atEdge(false)
 	sleepUntil(ctx, win.end)
 	c.server1, c.serverErr1 = procCPU(pid)
+	c.members1 = make([]time.Duration, len(members))
+	for i, m := range members {
+		var err error
+		c.members1[i], err = procCPU(m)
+		c.serverErr1 = errors.Join(c.serverErr1, err)
+	}
 	c.self1, _ = procCPU(0)
 	atEdge(true)
 	c.measured = time.Since(win.start)
@@ -328,9 +346,17 @@ func (c *cpuSamples) sample(ctx context.Context, pid int, win window, atEdge fun
 // ends of the measured window.
 type cpuSamples struct {
 	server0, server1       time.Duration
+	members0, members1     []time.Duration // Config.MemberPIDs'
 	serverErr0, serverErr1 error
 	self0, self1           time.Duration
 	measured               time.Duration
+}
+
+// MemberResult is one other member of a cluster over the measured window.
+type MemberResult struct {
+	PID          int     `json:"pid"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
 }
 
 // addRenewals sums the renewers' counters and latencies into r, with the
@@ -371,6 +397,18 @@ func (r *Result) addRenewals(cfg *Config, renewers []*renewer, cpu *cpuSamples) 
 		r.ServerRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmRSS")
 		r.ServerPeakRSSBytes, _ = procStatusBytes(cfg.ServerPID, "VmHWM")
 		r.ServerThreads = procThreads(cfg.ServerPID)
+		if len(cfg.MemberPIDs) > 0 {
+			for i, pid := range cfg.MemberPIDs {
+				m := cpu.members1[i] - cpu.members0[i]
+				used += m
+				peak, _ := procStatusBytes(pid, "VmHWM")
+				r.Members = append(r.Members, MemberResult{PID: pid, CPUSeconds: m.Seconds(), PeakRSSBytes: peak})
+			}
+			r.ClusterCores = used.Seconds() / cpu.measured.Seconds()
+			if all.renewals > 0 {
+				r.ClusterCPUPerRenewalUS = float64(used.Microseconds()) / float64(all.renewals)
+			}
+		}
 	}
 	r.LoadAvg = firstLine("/proc/loadavg")
 	r.CPUPressure = firstLine("/proc/pressure/cpu")
@@ -525,6 +563,13 @@ func (r *Result) WriteText(w io.Writer) {
 	if c.ServerPID > 0 {
 		fmt.Fprintf(w, "server:    %.1f us CPU per renewal (%.2f cores), RSS %.1f MiB (peak %.1f MiB), %d threads\n",
 			r.ServerCPUPerRenewalUS, r.ServerCores, float64(r.ServerRSSBytes)/(1<<20), float64(r.ServerPeakRSSBytes)/(1<<20), r.ServerThreads)
+	}
+	if len(r.Members) > 0 {
+		fmt.Fprintf(w, "cluster:   %.1f us CPU per renewal (%.2f cores) over the server and %d other members", r.ClusterCPUPerRenewalUS, r.ClusterCores, len(r.Members))
+		for _, m := range r.Members {
+			fmt.Fprintf(w, "; pid %d %.2f s, peak RSS %.1f MiB", m.PID, m.CPUSeconds, float64(m.PeakRSSBytes)/(1<<20))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "loadgen:   %.1f us CPU per renewal\n", r.LoadgenCPUPerRenewalUS)
 	if wr := r.Watch; wr != nil {
