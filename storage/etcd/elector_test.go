@@ -189,10 +189,12 @@ func TestCampaignConfirmsLeadership(t *testing.T) {
 	default:
 	}
 
-	// d resigns: b, campaigning again on a new lease, leads now.
+	// d resigns: b, campaigning again on a new lease, leads now. The
+	// time is taken before the resignation: b may see d's key go and
+	// report before this goroutine runs again after <-rd.lost.
+	resigned := time.Now()
 	resignD()
 	<-rd.lost
-	resigned := time.Now()
 	var rb result
 	select {
 	case rb = <-bWins:
