@@ -171,7 +171,7 @@ func TestE2EUIHandOver(t *testing.T) {
 	open("ho-builtin")
 	text, took := handOver("b-old", "b-new")
 	t.Logf("dry run, built-in strategy refusing: %v", took.Round(time.Millisecond))
-	if !strings.Contains(text, "Not handed over: The strategy OldestEmulationVersion would not keep b-new") || !strings.Contains(text, "holder has the oldest versions") ||
+	if !strings.Contains(text, "This hand-over would be undone. The strategy OldestEmulationVersion would not keep b-new") || !strings.Contains(text, "holder has the oldest versions") ||
 		!strings.Contains(text, "leasehold drain b-old -n default") {
 		t.Errorf("the refused hand-over's dialog: %q", text)
 	}
