@@ -55,10 +55,7 @@ func TestE2EUIHandOver(t *testing.T) {
 	if _, err := exec.LookPath(chromium); err != nil {
 		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
 	}
-	wasm, err := operatorChoiceWasm()
-	if err != nil {
-		t.Fatal(err)
-	}
+	go operatorChoiceWasm() // overlap the slow build with the first elections
 	dir := t.TempDir()
 	script := filepath.Join(dir, "child.sh")
 	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
@@ -66,15 +63,11 @@ func TestE2EUIHandOver(t *testing.T) {
 	}
 	e := runEnv{bin: leaseholdBinary(t), script: script}
 	plugins := t.TempDir()
-	installPlugin(t, plugins, "operator-choice.wasm", wasm)
 	// A Go guest takes 0.2 s a call on an idle machine; with two CPU
 	// burners beside the test the default 1 s limit is sometimes missed,
 	// the fallback decides (and keeps the holder), and the page rightly
 	// reports the hand-over undone. This test is about the page.
 	ts := startServer(t, "--plugins-dir", plugins, "--plugin-timeout", "10s")
-	if m, ok := servingModule(t, ts, operatorChoiceStrategy); !ok {
-		t.Fatalf("the operator-choice module is not served: %+v", m)
-	}
 	var procs []*runProc
 	files := map[string]string{}
 	// Longer leases than runEnv's 3 s: seven runners, a server and a
@@ -98,16 +91,24 @@ func TestE2EUIHandOver(t *testing.T) {
 	// OldestEmulationVersion keeps it.
 	run("ho-builtin", "b-old", candidate("1.36.0", "OldestEmulationVersion")...)
 	run("ho-builtin", "b-new", candidate("1.37.0", "OldestEmulationVersion")...)
-	// ho-choice: c registers first and leads; the strategy keeps a live
-	// holder, and keeps a hand-over to a (the lowest name) only.
-	run("ho-choice", "c", candidate("1.37.0", operatorChoiceStrategy)...)
-	started("ho-choice", "c", 20*time.Second, time.Time{})
-	run("ho-choice", "a", candidate("1.37.0", operatorChoiceStrategy)...)
-	run("ho-choice", "b", candidate("1.37.0", operatorChoiceStrategy)...)
 	// ho-plain: two plain runners.
 	run("ho-plain", "p1")
 	first := waitRecord(t, files["ho-plain"], 20*time.Second, "first start on ho-plain", func(r record) bool { return r.kind == "start" })
 	run("ho-plain", "p2")
+	// ho-choice: c registers first and leads; the strategy keeps a live
+	// holder, and keeps a hand-over to a (the lowest name) only.
+	wasm, err := operatorChoiceWasm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installPlugin(t, plugins, "operator-choice.wasm", wasm)
+	if m, ok := servingModule(t, ts, operatorChoiceStrategy); !ok {
+		t.Fatalf("the operator-choice module is not served: %+v", m)
+	}
+	run("ho-choice", "c", candidate("1.37.0", operatorChoiceStrategy)...)
+	started("ho-choice", "c", 20*time.Second, time.Time{})
+	run("ho-choice", "a", candidate("1.37.0", operatorChoiceStrategy)...)
+	run("ho-choice", "b", candidate("1.37.0", operatorChoiceStrategy)...)
 	started("ho-builtin", "b-old", 20*time.Second, time.Time{})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -170,7 +171,7 @@ func TestE2EUIHandOver(t *testing.T) {
 	open("ho-builtin")
 	text, took := handOver("b-old", "b-new")
 	t.Logf("dry run, built-in strategy refusing: %v", took.Round(time.Millisecond))
-	if !strings.Contains(text, "Not handed over: The strategy OldestEmulationVersion would not keep b-new") || !strings.Contains(text, "holder has the oldest versions") ||
+	if !strings.Contains(text, "This hand-over would be undone. The strategy OldestEmulationVersion would not keep b-new") || !strings.Contains(text, "holder has the oldest versions") ||
 		!strings.Contains(text, "leasehold drain b-old -n default") {
 		t.Errorf("the refused hand-over's dialog: %q", text)
 	}

@@ -179,7 +179,7 @@ export function actionsPanel(ns, name, onDone) {
       dGo.disabled = false;
       return;
     }
-    const out = [h('p', { class: 'banner', id: 'action-refused', role: 'alert' }, `Not handed over: ${p.message}`)];
+    const out = [h('p', { class: 'banner', id: 'action-refused', role: 'alert' }, `This hand-over would be undone. ${p.message}`)];
     if (snap.holder) {
       const cmd = `leasehold drain ${snap.holder} -n ${ns}`;
       out.push(h('div', { id: 'action-drain' },
