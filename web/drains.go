@@ -68,10 +68,13 @@ type DrainView struct {
 	history.DrainRecord
 }
 
-// DrainList is the answer of the list endpoints.
+// DrainList is the answer of the list endpoints. Available is false
+// from a server that keeps no drains (then every other drain request is
+// 404), so that the web UI offers no Drain there.
 type DrainList struct {
-	Kind  string      `json:"kind"`
-	Items []DrainView `json:"items"`
+	Kind      string      `json:"kind"`
+	Available bool        `json:"available"`
+	Items     []DrainView `json:"items"`
 }
 
 // drainPath parses the drain paths: all for /leasehold/v1/drains, a
@@ -128,6 +131,14 @@ func drainRequestInfo(rc *fasthttp.RequestCtx, path string) (auth.RequestInfo, b
 func (s *Server) serveDrains(rc *fasthttp.RequestCtx, p string) {
 	ns, identity, all, _ := drainPath(p)
 	ctx := context.WithoutCancel(rc)
+	if s.drains == nil {
+		if identity == "" && rc.IsGet() {
+			writeJSON(rc, DrainList{Kind: "DrainList", Items: []DrainView{}})
+			return
+		}
+		notFound(rc)
+		return
+	}
 	if identity == "" {
 		if !rc.IsGet() {
 			s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
@@ -141,7 +152,7 @@ func (s *Server) serveDrains(rc *fasthttp.RequestCtx, p string) {
 			s.api.WriteError(rc, apierrors.NewInternalError(err))
 			return
 		}
-		list := DrainList{Kind: "DrainList", Items: make([]DrainView, 0, len(recs))}
+		list := DrainList{Kind: "DrainList", Available: true, Items: make([]DrainView, 0, len(recs))}
 		for _, r := range recs {
 			list.Items = append(list.Items, DrainView{Kind: "Drain", DrainRecord: r})
 		}

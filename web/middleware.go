@@ -248,7 +248,7 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 		s.serveBackup(rc)
 	case s.cluster != nil && (p == clusterPath || strings.HasPrefix(p, clusterPath+"/")):
 		s.serveCluster(rc, p)
-	case s.drains != nil && isDrainPath(p):
+	case isDrainPath(p):
 		s.serveDrains(rc, p)
 	default:
 		if s.ui.Serve(rc) { // /ui/..., and / for browsers

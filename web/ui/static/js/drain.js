@@ -19,9 +19,10 @@ export const DRAIN_ANNOTATION = 'leasehold.dev/drain';
 const drainPath = (ns, id) => `/leasehold/v1/namespaces/${enc(ns)}/drains/${enc(id)}?fieldManager=leasehold-ui`;
 
 // drainsOf reads the drains of namespace ns: a Map from identity to its
-// record ({by, time, via, forced}); empty when the server has none.
+// record ({by, time, via, forced}); null from a server that keeps none.
 export async function drainsOf(ns) {
   const list = await getJSON(`/leasehold/v1/namespaces/${enc(ns)}/drains`);
+  if (!list.available) return null;
   return new Map((list.items || []).map((d) => [d.identity, d]));
 }
 
