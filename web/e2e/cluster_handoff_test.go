@@ -179,7 +179,7 @@ func (h *handoffs) cpuLoadAndMove(hist *leaseHistory) {
 	leader, _ := h.etcdLeader()
 	stopBurn := make(chan struct{})
 	var burners sync.WaitGroup
-	for range 2 * runtime.NumCPU() {
+	for range runtime.NumCPU() {
 		burners.Go(func() {
 			for x := 0; ; x++ {
 				if x%1_000_000 == 0 {
@@ -215,7 +215,7 @@ func (h *handoffs) cpuLoadAndMove(hist *leaseHistory) {
 		}
 	}
 	t.Logf("MEASURED: %v of %d CPU burners beside the cluster: longest quorum round trip a member reported %dms; no member found the leader (%s) slow",
-		cpuLoadFor, 2*runtime.NumCPU(), maxRTT, leader.name)
+		cpuLoadFor, runtime.NumCPU(), maxRTT, leader.name)
 
 	leader, _ = h.etcdLeader()
 	var to *clusterMember
