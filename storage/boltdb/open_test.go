@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -140,5 +142,44 @@ func writeBolt(t *testing.T, path string, fn func(*bolt.Tx) error) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenInUseIsNotDamaged: a second open of a file another store holds
+// and writes is refused as in use, never as damaged (which would send the
+// operator to restore a healthy database), and the first store's data is
+// untouched.
+func TestOpenInUseIsNotDamaged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the first store keeps writing pages meanwhile
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.Create(ctx, fmt.Sprintf("/k%06d", i), bytes.Repeat([]byte("v"), 512)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	_, err = Open(ctx, path, Options{OpenTimeout: 300 * time.Millisecond})
+	close(stop)
+	<-done
+	if !errors.Is(err, ErrInUse) || errors.Is(err, ErrDamaged) {
+		t.Fatalf("second open: %v; want ErrInUse, not ErrDamaged", err)
+	}
+	if !strings.Contains(err.Error(), "another leasehold") {
+		t.Errorf("the refusal should say what holds the file: %v", err)
 	}
 }

@@ -19,6 +19,9 @@ import (
 // process (a truncated file is mapped past its end, which faults).
 var ErrDamaged = errors.New("boltdb: damaged database file")
 
+// ErrInUse reports a database file that another process holds open.
+var ErrInUse = errors.New("boltdb: database file in use")
+
 // bbolt's on-disk meta page (go.etcd.io/bbolt's internal/common Meta), the
 // facts this check relies on: two meta pages at page 0 and page 1, each a
 // 16-byte page header followed by magic, version, page size, flags, the

@@ -59,6 +59,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := checkMappable(path); err != nil {
 		return nil, fmt.Errorf("boltdb: open: %w", err)
 	}
+	if err := waitUnlocked(path, opts.OpenTimeout); err != nil {
+		return nil, err
+	}
 	fallback, err := checkFile(path, opts.AcceptMetaFallback)
 	if err != nil {
 		return nil, err
