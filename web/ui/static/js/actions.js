@@ -7,6 +7,7 @@
 import { h, setText, copyButton } from './dom.js';
 import { api } from './api.js';
 import { toYAML } from './yaml.js';
+import { openDrainDialog } from './drain.js';
 
 const GROUP = 'coordination.k8s.io';
 
@@ -20,7 +21,7 @@ const STEP_DOWN = 'leasehold.dev/step-down';
 const MANUAL = 'leasehold.dev/manual';
 
 // DRAIN_DOCS is where drain is documented.
-const DRAIN_DOCS = 'https://github.com/leasehold/leasehold#drain-a-maintenance-mode-for-candidates';
+const DRAIN_DOCS = 'https://github.com/leasehold/leasehold#coordinated-leader-election-with-pluggable-strategies';
 
 // coordinated: the lease has LeaseCandidates, so the election controller
 // decides who gets it; a plain lease is left to its electors.
@@ -185,7 +186,11 @@ export function actionsPanel(ns, name, onDone) {
       out.push(h('div', { id: 'action-drain' },
         h('p', {}, `To take ${snap.holder} out of the lease, drain it instead: a drained holder hands over gracefully to the next-best candidate, `,
           'and is not chosen again until it is undrained. ', h('a', { href: DRAIN_DOCS, target: '_blank', rel: 'noopener' }, 'Drain in the docs'), '.'),
-        h('pre', { class: 'raw' }, cmd)));
+        h('pre', { class: 'raw' }, cmd),
+        h('button', { type: 'button', id: 'action-drain-instead', onclick: () => {
+          dlg.close();
+          openDrainDialog(ns, snap.holder, { onDone: () => {} });
+        } }, `Drain ${snap.holder} instead…`)));
     }
     dResult.replaceChildren(...out);
     dGo.hidden = true;
