@@ -52,8 +52,9 @@ type Status struct {
 	// (move it with POST LeaderPath).
 	SlowLeader *SlowLeader `json:"slowLeader,omitempty"`
 	// QuorumRoundTripMs is the answering member's last quorum round trip
-	// (a linearizable read through the leader), in milliseconds.
-	QuorumRoundTripMs int64 `json:"quorumRoundTripMs"`
+	// (a linearizable read through the leader), in milliseconds; absent
+	// before the first probe.
+	QuorumRoundTripMs int64 `json:"quorumRoundTripMs,omitempty"`
 }
 
 // SlowLeader is a member's finding that the etcd leader is slow: its
