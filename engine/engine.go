@@ -142,7 +142,7 @@ func New(opts Options) (*Engine, error) {
 		e.resources = append(e.resources, k.res)
 	}
 	if e.nsLifecycle != NamespacesUnmanaged {
-		if err := e.ensureDefaultNamespaces(context.Background()); err != nil {
+		if err := e.ensureDefaultNamespacesPatiently(context.Background()); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}

@@ -259,6 +259,29 @@ func (e *Engine) createNamespace(ctx context.Context, name string) error {
 	return err
 }
 
+// defaultNamespacesPatience is how long New retries creating the default
+// namespaces. On a cluster member the first writes after a restart may
+// meet a raft leader election ("no leader", "leader changed", a timeout):
+// nothing was applied, and the creates are idempotent, so they are tried
+// again rather than ending the start. A store that keeps failing still
+// fails New, with the last error, after this long.
+const defaultNamespacesPatience = 20 * time.Second
+
+// ensureDefaultNamespacesPatiently is ensureDefaultNamespaces, retried
+// with backoff for up to defaultNamespacesPatience.
+func (e *Engine) ensureDefaultNamespacesPatiently(ctx context.Context) error {
+	deadline := time.Now().Add(defaultNamespacesPatience)
+	wait := 100 * time.Millisecond
+	for {
+		err := e.ensureDefaultNamespaces(ctx)
+		if err == nil || errors.Is(err, storage.ErrClosed) || apierrors.IsServiceUnavailable(err) || time.Now().Add(wait).After(deadline) {
+			return err // a closed store stays closed
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // ensureDefaultNamespaces creates the namespaces every cluster has, and
 // those that hold objects without a Namespace (written before namespaces
 // were managed, or by an engine that does not manage them), so that
