@@ -146,136 +146,173 @@ func (c *Controller) preview(ctx context.Context, k leaseKey, candidate string) 
 	if !c.learnLease(ctx, k) {
 		return p, fmt.Errorf("%w: reading lease %s failed", ErrPreviewUnavailable, k)
 	}
-	now := c.now()
+	r := previewRun{c: c, ctx: ctx, k: k, candidate: candidate, now: c.now(), byName: map[string]*candEntry{}}
 	le, all, drained, _ := c.snapshot(k)
 	if le == nil {
 		return p.notElected("Lease %s does not exist.", k), nil
 	}
-	lv := viewLease(le, now)
-	p.Holder = lv.holder
-	var valid []*candEntry
-	byName := map[string]*candEntry{}
+	r.drained = drained
+	r.lv = viewLease(le, r.now)
+	p.Holder = r.lv.holder
 	for _, e := range all {
-		if c.valid(e, now) {
-			valid = append(valid, e)
-			byName[e.obj.Name] = e
+		if c.valid(e, r.now) {
+			r.valid = append(r.valid, e)
+			r.byName[e.obj.Name] = e
 		}
 	}
 	switch {
-	case len(valid) == 0:
+	case len(r.valid) == 0:
 		return p.notElected("Lease %s has no valid LeaseCandidate: the election controller does not elect on it.", k), nil
-	case byName[candidate] == nil:
+	case r.byName[candidate] == nil:
 		return p.notElected("%s is not a valid LeaseCandidate of lease %s: the election controller would clear preferredHolder at once.", candidate, k), nil
 	case isDrained(drained, candidate):
 		return p.notElected("%s is drained (by %s): the election controller never grants it a lease; undrain it first.", candidate, drained[candidate].By), nil
-	case candidate == lv.holder && lv.live:
+	case candidate == r.lv.holder && r.lv.live:
 		p.Keeps, p.Outcome = true, PreviewHandsOver
 		p.Message = candidate + " already holds the lease."
 		return p, nil
 	}
-	strategy, conflict := resolveStrategy(valid)
+	strategy, conflict := resolveStrategy(r.valid)
 	if conflict != "" {
 		return p.notElected("The election controller does not elect on lease %s: %s.", k, conflict), nil
 	}
-	p.Strategy = strategy
-	s, found := c.lookup(strategy)
+	p.Strategy, r.strategy = strategy, strategy
+	var found strategyLookup
+	r.s, found = c.lookup(strategy)
 	switch found {
 	case strategyPending:
 		return p, fmt.Errorf("%w: the strategy modules are still loading", ErrPreviewUnavailable)
 	case strategyMissing:
 		return p.notElected("No strategy module implements %s: the election controller does not elect on lease %s.", strategy, k), nil
 	}
-	m := c.memoFor(ctx, k)
-	seq := m.seq
-	defer func() { m.seq = seq }()
-	progress := func(lv leaseView) progressCheck {
-		return func(d *abi.Decision) error { return c.stalls(d, lv, valid, byName, now) }
-	}
-
-	free := lv
-	if lv.live {
-		asked := lv
-		asked.preferred = candidate
-		dec := c.decideAs(ctx, k, s, c.buildInput(k, m, strategy, asked, valid, drained, now), progress(asked), true)
-		st := previewStep(fmt.Sprintf("held by %s, preferredHolder %s", lv.holder, candidate), dec)
-		p.Reason = dec.d.Reason
-		switch dec.d.Action {
-		case abi.ActionAbstain:
-			st.Then = "abstain"
-			p.Steps = append(p.Steps, st)
-			return p.abstains(dec), nil
-		case abi.ActionKeep:
-			st.Then, st.Target = "clear-preferred", lv.holder
-			p.Steps = append(p.Steps, st)
-			return p.keepsHolder(dec, "keeps the holder"), nil
+	r.m = c.memoFor(ctx, k)
+	seq := r.m.seq
+	defer func() { r.m.seq = seq }()
+	free := r.lv
+	if r.lv.live {
+		var done bool
+		if p, free, done = r.held(p); done {
+			return p, nil
 		}
-		if dec.d.Preempt && !dec.fallback && lv.strategy != "" {
-			// handOver's plan: whom the controller would ask the holder
-			// to step down for.
-			// Drained candidates are never asked, whatever the ranking
-			// (applyDrains).
-			ranking, _ := withoutDrained(dec.d.Ranking, drained)
-			limit := len(ranking)
-			if i := slices.Index(ranking, lv.holder); i >= 0 {
-				limit = i
-			}
-			pl := c.planFor(ranking, byName, limit, c.opts.PingWindow, now, false)
-			switch {
-			case pl.target != "" && pl.target != candidate:
-				st.Then, st.Target = "prefer", pl.target
-				p.Steps = append(p.Steps, st)
-				p.Outcome, p.Chosen = PreviewPrefersOther, pl.target
-				p.Message = fmt.Sprintf("%s would not keep %s: it would hand the lease over to %s instead (%s).",
-					strategyWho(dec), candidate, pl.target, c.choiceReason(dec.d.Ranking, pl.target, byName, now)+"; strategy: "+dec.d.Reason)
-				return p, nil
-			case pl.target == "" && !pl.blocked:
-				st.Then, st.Target = "clear-preferred", lv.holder
-				p.Steps = append(p.Steps, st)
-				return p.keepsHolder(dec, "finds no live candidate better than the holder"), nil
-			}
-		}
-		// preferredHolder stays: a coordinated holder steps down on it,
-		// clearing it as it releases (client-go, leasehold run).
-		st.Then, st.Target = "keep-preferred", candidate
-		p.Steps = append(p.Steps, st)
-		released := lv.obj.DeepCopy()
-		empty, one, t := "", int32(1), metav1.NewMicroTime(now.Truncate(time.Microsecond))
-		at := t
-		released.Spec.HolderIdentity, released.Spec.LeaseDurationSeconds = &empty, &one
-		released.Spec.RenewTime, released.Spec.AcquireTime, released.Spec.PreferredHolder = &t, &at, nil
-		free = viewLease(&leaseEntry{obj: released, renewSeen: now}, now)
 	} else {
 		// A free or expired lease: the next decision elects, seeing the
 		// preferredHolder.
 		free.preferred = candidate
 	}
+	return r.grant(p, free), nil
+}
+
+// previewRun is one hand-over preview's view of the lease, as the worker's
+// next reconcile would see it.
+type previewRun struct {
+	c         *Controller
+	ctx       context.Context
+	k         leaseKey
+	candidate string
+	now       time.Time
+	lv        leaseView
+	valid     []*candEntry
+	byName    map[string]*candEntry
+	drained   map[string]history.DrainRecord
+	strategy  string
+	s         abi.Strategy
+	m         *memo
+}
+
+// decide runs the strategy dry on the lease as lv shows it.
+func (r *previewRun) decide(lv leaseView) decision {
+	c := r.c
+	progress := func(d *abi.Decision) error { return c.stalls(d, lv, r.valid, r.byName, r.now) }
+	return c.decideAs(r.ctx, r.k, r.s, c.buildInput(r.k, r.m, r.strategy, lv, r.valid, r.drained, r.now), progress, true)
+}
+
+// held is the first step on a live lease: the decision with
+// preferredHolder set to the candidate. done: the preview ends here;
+// otherwise free is the lease once the holder stepped down.
+func (r *previewRun) held(p HandOverPreview) (_ HandOverPreview, free leaseView, done bool) {
+	c, lv, candidate, now := r.c, r.lv, r.candidate, r.now
+	asked := lv
+	asked.preferred = candidate
+	dec := r.decide(asked)
+	st := previewStep(fmt.Sprintf("held by %s, preferredHolder %s", lv.holder, candidate), dec)
+	p.Reason = dec.d.Reason
+	switch dec.d.Action {
+	case abi.ActionAbstain:
+		st.Then = "abstain"
+		p.Steps = append(p.Steps, st)
+		return p.abstains(dec), lv, true
+	case abi.ActionKeep:
+		st.Then, st.Target = "clear-preferred", lv.holder
+		p.Steps = append(p.Steps, st)
+		return p.keepsHolder(dec, "keeps the holder"), lv, true
+	}
+	if dec.d.Preempt && !dec.fallback && lv.strategy != "" {
+		// handOver's plan: whom the controller would ask the holder
+		// to step down for. Drained candidates are never asked,
+		// whatever the ranking (applyDrains).
+		ranking, _ := withoutDrained(dec.d.Ranking, r.drained)
+		limit := len(ranking)
+		if i := slices.Index(ranking, lv.holder); i >= 0 {
+			limit = i
+		}
+		pl := c.planFor(ranking, r.byName, limit, c.opts.PingWindow, now, false)
+		switch {
+		case pl.target != "" && pl.target != candidate:
+			st.Then, st.Target = "prefer", pl.target
+			p.Steps = append(p.Steps, st)
+			p.Outcome, p.Chosen = PreviewPrefersOther, pl.target
+			p.Message = fmt.Sprintf("%s would not keep %s: it would hand the lease over to %s instead (%s).",
+				strategyWho(dec), candidate, pl.target, c.choiceReason(dec.d.Ranking, pl.target, r.byName, now)+"; strategy: "+dec.d.Reason)
+			return p, lv, true
+		case pl.target == "" && !pl.blocked:
+			st.Then, st.Target = "clear-preferred", lv.holder
+			p.Steps = append(p.Steps, st)
+			return p.keepsHolder(dec, "finds no live candidate better than the holder"), lv, true
+		}
+	}
+	// preferredHolder stays: a coordinated holder steps down on it,
+	// clearing it as it releases (client-go, leasehold run).
+	st.Then, st.Target = "keep-preferred", candidate
+	p.Steps = append(p.Steps, st)
+	released := lv.obj.DeepCopy()
+	empty, one, t := "", int32(1), metav1.NewMicroTime(now.Truncate(time.Microsecond))
+	at := t
+	released.Spec.HolderIdentity, released.Spec.LeaseDurationSeconds = &empty, &one
+	released.Spec.RenewTime, released.Spec.AcquireTime, released.Spec.PreferredHolder = &t, &at, nil
+	return p, viewLease(&leaseEntry{obj: released, renewSeen: now}, now), false
+}
+
+// grant is the decision on the free lease (after the holder stepped down,
+// or already free or expired): to whom the controller would grant it.
+func (r *previewRun) grant(p HandOverPreview, free leaseView) HandOverPreview {
+	lv, candidate := r.lv, r.candidate
 	on := "free"
 	if lv.live {
 		on = "free after " + lv.holder + " stepped down"
 	} else if lv.holder != "" {
 		on = "expired (last held by " + lv.holder + ")"
 	}
-	dec := c.decideAs(ctx, k, s, c.buildInput(k, m, strategy, free, valid, drained, now), progress(free), true)
+	dec := r.decide(free)
 	st := previewStep(on, dec)
 	p.Reason = dec.d.Reason
 	switch dec.d.Action {
 	case abi.ActionAbstain:
 		st.Then = "abstain"
 		p.Steps = append(p.Steps, st)
-		return p.abstains(dec), nil
+		return p.abstains(dec)
 	case abi.ActionKeep:
 		st.Then = "no-candidate"
 		p.Steps = append(p.Steps, st)
 		p.Outcome = PreviewGrantsOther
 		p.Message = fmt.Sprintf("%s would grant the %s lease to nobody (%s).", strategyWho(dec), on, dec.d.Reason)
-		return p, nil
+		return p
 	}
 	// elect's grant: the first ranked candidate that answers the ping of
 	// the new round; one that ignored its last ping is not asked again.
 	grantee := ""
-	granted, _ := withoutDrained(dec.d.Ranking, drained) // applyDrains
+	granted, _ := withoutDrained(dec.d.Ranking, r.drained) // applyDrains
 	for _, name := range granted {
-		if c.state(byName[name], now) != stUnresponsive {
+		if r.c.state(r.byName[name], r.now) != stUnresponsive {
 			grantee = name
 			break
 		}
@@ -300,7 +337,7 @@ func (c *Controller) preview(ctx context.Context, k leaseKey, candidate string) 
 			p.Message = fmt.Sprintf("%s would not keep %s: %s would step down for nothing, and the strategy grants the lease back to %s (%s).", strategyWho(dec), candidate, lv.holder, grantee, dec.d.Reason)
 		}
 	}
-	return p, nil
+	return p
 }
 
 func (p HandOverPreview) notElected(format string, args ...any) HandOverPreview {

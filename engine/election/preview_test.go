@@ -284,3 +284,44 @@ func BenchmarkPreviewHandOver(b *testing.B) {
 		}
 	}
 }
+
+// TestPreviewHandOverDrained: the preview applies the drains as the
+// controller does. A hand-over to a drained candidate is refused with who
+// drained it; and with a drained, a hand-over to b is kept, though the
+// strategy, once the holder has stepped down, ranks a (the lowest name)
+// first: the controller never grants a drained candidate.
+func TestPreviewHandOverDrained(t *testing.T) {
+	t.Parallel()
+	opts := fastOptions()
+	opts.Registry = NewStaticRegistry(NativeOldest, operatorChoice{})
+	env := newPatientEnv(t, opts)
+	start := func(name string) *member {
+		m := env.joinWith(name, "op", "1.30.0", "1.30.0", operatorChoiceName)
+		m.leaseDur.Store(60)
+		m.elect.Store(true)
+		return m
+	}
+	c := start("c")
+	env.run()
+	env.eventually(3*time.Second, "c leads", c.leading.Load)
+	a, b := start("a"), start("b")
+	env.candidateSynced("a")
+	env.candidateSynced("b")
+	env.drain("a", false)
+	env.quiet(a, b, c)
+	if p := env.preview("op", "a"); p.Keeps || !strings.Contains(p.Message, "drained (by alice)") {
+		t.Errorf("preview of a hand-over to drained a: %+v; want refused, naming who drained it", p)
+	}
+	p := env.preview("op", "b")
+	if !p.Keeps || p.Outcome != PreviewHandsOver {
+		t.Fatalf("preview of a hand-over to b with a drained: %+v; want kept (a is never granted)", p)
+	}
+	for _, m := range []*member{a, b, c} {
+		m.elect.Store(true)
+	}
+	env.handOver("op", "b")
+	env.eventually(5*time.Second, "b leads after the hand-over to b", b.leading.Load)
+	if a.renewedOnce.Load() != 0 {
+		t.Errorf("drained a led during the hand-over to b")
+	}
+}
