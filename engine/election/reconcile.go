@@ -62,25 +62,7 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 		}
 	}
 	if len(valid) == 0 {
-		if len(all) > 0 || lv.preferred != "" {
-			c.clearStalePreferred(ctx, k, lv, nil)
-		}
-		if len(all) > 0 {
-			m := c.memoFor(ctx, k)
-			m.candidatesSince = time.Time{}
-			c.noteUnserved(ctx, k, m, why, all, lv, "", now)
-		} else {
-			c.mu.Lock()
-			if m := c.memos[k]; m != nil {
-				m.candidatesSince = time.Time{}
-			}
-			c.mu.Unlock()
-		}
-		if len(all) == 0 && c.dropPlain(k) {
-			// A plain lease now: the cache stops following it, and the
-			// memory of it goes (its decision history stays with it).
-			c.forget(ctx, k, false)
-		}
+		c.withoutValidCandidates(ctx, k, lv, all, why, now)
 		return next
 	}
 	m := c.memoFor(ctx, k)
@@ -167,6 +149,32 @@ func (c *Controller) reconcile(ctx context.Context, k leaseKey) (again time.Time
 		strategy: strategy, dec: dec, trigger: trigger}
 	act.applyDrains(drained)
 	return earliest(next, act.run(ctx))
+}
+
+// withoutValidCandidates is reconcile's answer to a lease none of whose
+// candidates (if any) is valid: a stale preferredHolder goes, the lease is
+// noted as unserved when it has candidates, and a lease with none left is
+// plain again and forgotten.
+func (c *Controller) withoutValidCandidates(ctx context.Context, k leaseKey, lv leaseView, all []*candEntry, why unservedWhy, now time.Time) {
+	if len(all) > 0 || lv.preferred != "" {
+		c.clearStalePreferred(ctx, k, lv, nil)
+	}
+	if len(all) > 0 {
+		m := c.memoFor(ctx, k)
+		m.candidatesSince = time.Time{}
+		c.noteUnserved(ctx, k, m, why, all, lv, "", now)
+	} else {
+		c.mu.Lock()
+		if m := c.memos[k]; m != nil {
+			m.candidatesSince = time.Time{}
+		}
+		c.mu.Unlock()
+	}
+	if len(all) == 0 && c.dropPlain(k) {
+		// A plain lease now: the cache stops following it, and the
+		// memory of it goes (its decision history stays with it).
+		c.forget(ctx, k, false)
+	}
 }
 
 // noteFailure logs and records a fallback decision once per incident of

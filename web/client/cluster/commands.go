@@ -131,37 +131,7 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 			return cli.ExitOK
 		}
 		if rest[0] == "status" {
-			healthy, voters := 0, 0
-			for _, m := range st.Members {
-				if !m.Learner {
-					voters++
-					if m.Healthy {
-						healthy++
-					}
-				}
-			}
-			leader := st.Leader
-			if leader == "" {
-				leader = "(none: no quorum, or an election under way)"
-			}
-			controller := st.ElectionController
-			switch {
-			case st.ElectionControllerUnknown != "":
-				controller = "(unknown: this member cannot read it without a quorum)"
-			case controller == "":
-				controller = "(none)"
-			}
-			learners := ""
-			if n := len(st.Members) - voters; n > 0 {
-				learners = fmt.Sprintf(" and %d learner(s)", n)
-			}
-			fmt.Fprintf(stdout, "members: %d voting (%d healthy, quorum %d)%s\nleader:  %s\nthis:    %s\nelection controller: %s\nquorum round trip from this member: %dms\n",
-				voters, healthy, voters/2+1, learners, leader, st.Self, controller, st.QuorumRoundTripMs)
-			if sl := st.SlowLeader; sl != nil {
-				fmt.Fprintf(stdout, "SLOW LEADER: %s's commits are slow for %ds (quorum round trip %dms; %s answers in %dms, %s in %dms): leasehold cluster move-leader %s\n",
-					sl.Leader, sl.SinceSeconds, sl.QuorumRoundTripMs, sl.Leader, sl.LeaderRoundTripMs, sl.Healthier, sl.HealthierRoundTripMs, sl.Healthier)
-			}
-			fmt.Fprintln(stdout)
+			printSummary(stdout, st)
 		}
 		printMembers(stdout, st)
 		printStale(stdout, st)
@@ -205,6 +175,43 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 	default:
 		return usage(fmt.Sprintf("unknown subcommand %q", rest[0]))
 	}
+}
+
+// printSummary is "cluster status"'s header above the members' table:
+// voters and quorum, the raft leader, who runs the election controller,
+// and a slow leader with the command that moves it.
+func printSummary(stdout io.Writer, st clusterapi.Status) {
+	healthy, voters := 0, 0
+	for _, m := range st.Members {
+		if !m.Learner {
+			voters++
+			if m.Healthy {
+				healthy++
+			}
+		}
+	}
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none: no quorum, or an election under way)"
+	}
+	controller := st.ElectionController
+	switch {
+	case st.ElectionControllerUnknown != "":
+		controller = "(unknown: this member cannot read it without a quorum)"
+	case controller == "":
+		controller = "(none)"
+	}
+	learners := ""
+	if n := len(st.Members) - voters; n > 0 {
+		learners = fmt.Sprintf(" and %d learner(s)", n)
+	}
+	fmt.Fprintf(stdout, "members: %d voting (%d healthy, quorum %d)%s\nleader:  %s\nthis:    %s\nelection controller: %s\nquorum round trip from this member: %dms\n",
+		voters, healthy, voters/2+1, learners, leader, st.Self, controller, st.QuorumRoundTripMs)
+	if sl := st.SlowLeader; sl != nil {
+		fmt.Fprintf(stdout, "SLOW LEADER: %s's commits are slow for %ds (quorum round trip %dms; %s answers in %dms, %s in %dms): leasehold cluster move-leader %s\n",
+			sl.Leader, sl.SinceSeconds, sl.QuorumRoundTripMs, sl.Leader, sl.LeaderRoundTripMs, sl.Healthier, sl.HealthierRoundTripMs, sl.Healthier)
+	}
+	fmt.Fprintln(stdout)
 }
 
 // printStale says, under the table, which learners do not answer and
