@@ -376,9 +376,9 @@ func (l *leadership) place(ctx context.Context) {
 				l.lastMove = time.Now()
 				l.mu.Unlock()
 				if err := srv.MoveLeader(ctx, self, uint64(to.ID)); err != nil {
-					m.log.Warn("Could not move the raft leadership away from the election controller's member", "to", to.Name, "err", err)
+					m.log.Warn("Could not move the etcd leadership away from the election controller's member", "to", to.Name, "err", err)
 				} else {
-					m.log.Info("Moved the raft leadership away from the member running the election controller, so that one crash does not take both",
+					m.log.Info("Moved the etcd leadership away from the member running the election controller, so that one crash does not take both",
 						"from", m.cfg.Name, "to", to.Name)
 				}
 			}
@@ -476,7 +476,7 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 	if _, err := m.moveLeaderTo(ctx, uint64(target.ID)); err != nil {
 		return from, target.Name, err
 	}
-	m.log.Info("Moved the raft leadership", "from", from, "to", target.Name)
+	m.log.Info("Moved the etcd leadership", "from", from, "to", target.Name)
 	return from, target.Name, nil
 }
 

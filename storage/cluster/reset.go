@@ -20,7 +20,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/schema"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/etcd"
@@ -41,8 +45,9 @@ type ResetResult struct {
 // holds, its log's included.
 //
 // A copy of the member's etcd data starts, alone and on loopback ports
-// nobody else knows, with etcd's --force-new-cluster: etcd commits every
-// entry of its log and drops the other members. A barrier read
+// nobody else knows, with etcd's --force-new-cluster, after its log's
+// commit index is raised to its last entry (commitLogTail): etcd commits
+// every entry of the log and drops the other members. A barrier read
 // (Member.Barrier) waits until all of it is applied, and the snapshot
 // taken then holds it all. That snapshot is staged as "leasehold restore"
 // stages one, the member's old files moved aside (never deleted): the
@@ -94,6 +99,13 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 	}
 	tmp.ListenPeer, tmp.ListenClient = "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
 	tmp.AdvertisePeer, tmp.AdvertiseClient = "https://"+tmp.ListenPeer, "https://"+tmp.ListenClient
+	raised, err := commitLogTail(tmp.Paths.EtcdDir)
+	if err != nil {
+		return out, fmt.Errorf("cluster: reset: %w", err)
+	}
+	if raised > 0 {
+		log.Info("Committing the tail of the member's raft log that its last commit index did not cover yet", "entries", raised)
+	}
 	tmp.ForceNewCluster = true
 	m, err := Start(ctx, tmp)
 	if err != nil {
@@ -108,6 +120,57 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 	staged, err := stage(info, dir, func(dst string) error { return os.Rename(snap, dst) })
 	out.Staged = staged
 	return out, err
+}
+
+// commitLogTail raises the commit index recorded in the raft log (WAL)
+// under etcdDir to its last entry, and reports by how many entries.
+// etcd's --force-new-cluster keeps only the entries the member knew to be
+// committed and drops the rest. But a member learns of a commit from the
+// leader's next message, and etcd writes a commit index that changed alone
+// to its WAL without a sync, so a process killed at once loses it: the
+// last writes the member acknowledged, or held for a quorum the rest of
+// which is now gone, would be dropped. With the rest of the cluster lost
+// for good, every entry the survivor holds is the best history left, so
+// all of it is kept. Only the reset's copy of the data is changed.
+func commitLogTail(etcdDir string) (uint64, error) {
+	lg := zap.NewNop()
+	walDir := filepath.Join(etcdDir, "member", "wal")
+	walSnaps, err := wal.ValidSnapshotEntries(lg, walDir)
+	if err != nil {
+		return 0, fmt.Errorf("read the raft log's snapshots: %w", err)
+	}
+	var at walpb.Snapshot
+	sn, err := snap.New(lg, filepath.Join(etcdDir, "member", "snap")).LoadNewestAvailable(walSnaps)
+	switch {
+	case err == nil:
+		at.Index, at.Term, at.ConfState = sn.Metadata.Index, sn.Metadata.Term, &sn.Metadata.ConfState
+	case !errors.Is(err, snap.ErrNoSnapshot):
+		return 0, fmt.Errorf("load the newest raft snapshot: %w", err)
+	}
+	w, err := wal.Open(lg, walDir, at)
+	if err != nil {
+		return 0, fmt.Errorf("open the raft log: %w", err)
+	}
+	_, st, ents, err := w.ReadAll()
+	if err != nil {
+		w.Close()
+		return 0, fmt.Errorf("read the raft log: %w", err)
+	}
+	if len(ents) == 0 || st.Commit >= ents[len(ents)-1].Index {
+		return 0, w.Close()
+	}
+	last := ents[len(ents)-1].Index
+	raised := last - st.Commit
+	st.Commit = last
+	if err := w.Save(st, nil); err != nil {
+		w.Close()
+		return 0, fmt.Errorf("record the raft log's commit index: %w", err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return 0, fmt.Errorf("sync the raft log: %w", err)
+	}
+	return raised, w.Close()
 }
 
 // probeTimeout bounds the status request to each other member before a

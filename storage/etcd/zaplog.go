@@ -43,7 +43,12 @@ type ZapLog struct {
 func NewZapLogger(log *slog.Logger, z ZapLog) *zap.Logger {
 	var opts []zap.Option
 	if z.Exit != nil {
-		opts = append(opts, zap.WithFatalHook(fatalHook{log: log, exit: z.Exit}))
+		// etcd panics (zap's Panic level) where it cannot go on, as it
+		// exits where it logs Fatal: a raft snapshot it could not write
+		// on a full disk panics in its apply loop. Both end the process
+		// with the explanation, not a goroutine dump.
+		hook := fatalHook{log: log, exit: z.Exit}
+		opts = append(opts, zap.WithFatalHook(hook), zap.WithPanicHook(hook))
 	}
 	return zap.New(&slogCore{log: log, z: z}, opts...)
 }

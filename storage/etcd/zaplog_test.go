@@ -84,3 +84,23 @@ func TestMemberZapLoggerFatal(t *testing.T) {
 		t.Errorf("the explanation names neither etcd's error nor the remedy: %s", lines[2])
 	}
 }
+
+// TestZapPanicExplained: etcd panics where it cannot go on (a raft
+// snapshot it could not write on a full disk, in its apply loop); the
+// member then ends as on a Fatal, with the explanation, not a goroutine
+// dump.
+func TestZapPanicExplained(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil)).With("component", "etcd")
+	exited := -1
+	zl := NewZapLogger(log, ZapLog{Exit: func(code int) { exited = code }})
+	zl.Panic("failed to save snapshot", zap.String("error", "write member/snap/x.snap: no space left on device"))
+	if exited != 1 {
+		t.Fatalf("exit code %d, want 1", exited)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "no space left on device") || !strings.Contains(out, "The embedded etcd member cannot go on and stops this process") ||
+		!strings.Contains(out, `etcd_error="failed to save snapshot"`) {
+		t.Errorf("the panic is not explained:\n%s", out)
+	}
+}
