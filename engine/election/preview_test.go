@@ -49,6 +49,29 @@ func (operatorChoice) Decide(_ context.Context, in *abi.Input) (*abi.Decision, e
 	return d, nil
 }
 
+// operatorChoiceLease starts lease "op" on the operatorChoice strategy:
+// c leads it with 60 s leases, and candidates a and b have joined since
+// and are synced.
+func operatorChoiceLease(t *testing.T) (env *testEnv, a, b, c *member) {
+	t.Helper()
+	opts := fastOptions()
+	opts.Registry = NewStaticRegistry(NativeOldest, operatorChoice{})
+	env = newPatientEnv(t, opts)
+	start := func(name string) *member {
+		m := env.joinWith(name, "op", "1.30.0", "1.30.0", operatorChoiceName)
+		m.leaseDur.Store(60)
+		m.elect.Store(true)
+		return m
+	}
+	c = start("c")
+	env.run()
+	env.eventually(3*time.Second, "c leads", c.leading.Load)
+	a, b = start("a"), start("b")
+	env.candidateSynced("a")
+	env.candidateSynced("b")
+	return env, a, b, c
+}
+
 // revision is the store's revision, as a list reports it.
 func (env *testEnv) revision() string {
 	env.t.Helper()
@@ -111,21 +134,7 @@ func (env *testEnv) quiet(ms ...*member) string {
 // it, and to the one the preview named when not.
 func TestPreviewHandOver(t *testing.T) {
 	t.Parallel()
-	opts := fastOptions()
-	opts.Registry = NewStaticRegistry(NativeOldest, operatorChoice{})
-	env := newPatientEnv(t, opts)
-	start := func(name string) *member {
-		m := env.joinWith(name, "op", "1.30.0", "1.30.0", operatorChoiceName)
-		m.leaseDur.Store(60)
-		m.elect.Store(true)
-		return m
-	}
-	c := start("c")
-	env.run()
-	env.eventually(3*time.Second, "c leads", c.leading.Load)
-	a, b := start("a"), start("b")
-	env.candidateSynced("a")
-	env.candidateSynced("b")
+	env, a, b, c := operatorChoiceLease(t)
 
 	rev := env.quiet(a, b, c)
 	stats, recs := env.c.Stats(), len(env.decisions("op"))
@@ -175,21 +184,7 @@ func TestPreviewHandOver(t *testing.T) {
 // chosen candidate once written, through the decision the preview made.
 func TestPreviewHandOverKept(t *testing.T) {
 	t.Parallel()
-	opts := fastOptions()
-	opts.Registry = NewStaticRegistry(NativeOldest, operatorChoice{})
-	env := newPatientEnv(t, opts)
-	start := func(name string) *member {
-		m := env.joinWith(name, "op", "1.30.0", "1.30.0", operatorChoiceName)
-		m.leaseDur.Store(60)
-		m.elect.Store(true)
-		return m
-	}
-	c := start("c")
-	env.run()
-	env.eventually(3*time.Second, "c leads", c.leading.Load)
-	a, b := start("a"), start("b")
-	env.candidateSynced("a")
-	env.candidateSynced("b")
+	env, a, b, c := operatorChoiceLease(t)
 	env.quiet(a, b, c)
 	if p := env.preview("op", "a"); !p.Keeps {
 		t.Fatalf("preview of a hand-over to a: %+v", p)
@@ -292,21 +287,7 @@ func BenchmarkPreviewHandOver(b *testing.B) {
 // first: the controller never grants a drained candidate.
 func TestPreviewHandOverDrained(t *testing.T) {
 	t.Parallel()
-	opts := fastOptions()
-	opts.Registry = NewStaticRegistry(NativeOldest, operatorChoice{})
-	env := newPatientEnv(t, opts)
-	start := func(name string) *member {
-		m := env.joinWith(name, "op", "1.30.0", "1.30.0", operatorChoiceName)
-		m.leaseDur.Store(60)
-		m.elect.Store(true)
-		return m
-	}
-	c := start("c")
-	env.run()
-	env.eventually(3*time.Second, "c leads", c.leading.Load)
-	a, b := start("a"), start("b")
-	env.candidateSynced("a")
-	env.candidateSynced("b")
+	env, a, b, c := operatorChoiceLease(t)
 	env.drain("a", false)
 	env.quiet(a, b, c)
 	if p := env.preview("op", "a"); p.Keeps || !strings.Contains(p.Message, "drained (by alice)") {
