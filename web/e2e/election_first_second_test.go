@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,11 +168,7 @@ func TestE2EFirstSecondRun(t *testing.T) {
 	testneeds.Slow(t, "coordinated elections with real lease durations")
 	t.Parallel()
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	ts := startServer(t)
 	file := filepath.Join(dir, "records")
 	const lease = "first-second"

@@ -57,11 +57,7 @@ func TestE2EUIHandOver(t *testing.T) {
 	}
 	go operatorChoiceWasm() // overlap the slow build with the first elections
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	plugins := t.TempDir()
 	// A Go guest takes 0.2 s a call on an idle machine; with two CPU
 	// burners beside the test the default 1 s limit is sometimes missed,

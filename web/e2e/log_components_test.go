@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,11 +14,7 @@ import (
 // said component=election twice).
 func TestE2ELogOneComponent(t *testing.T) {
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	ts := startServer(t, "--log-level", "debug")
 	file := filepath.Join(dir, "records")
 	p := e.start(t, "c1", file, []string{"--server", ts.URL, "--lease", "labelled", "--candidate", "--binary-version", "1.37.0"})

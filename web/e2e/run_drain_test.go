@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -68,11 +67,7 @@ func (d drainedSpans) check(t *testing.T, file string) {
 func TestE2ERunDrain(t *testing.T) {
 	testneeds.Slow(t, "hand-overs of leasehold run with real lease durations")
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	t.Run("Plain", func(t *testing.T) { t.Parallel(); testRunDrainPlain(t, e) })
 	t.Run("Candidate", func(t *testing.T) { t.Parallel(); testRunDrainCandidate(t, e) })
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,11 +25,7 @@ func TestE2ERunUIDrain(t *testing.T) {
 		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
 	}
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	ts := startServer(t)
 	file := filepath.Join(dir, "records")
 	const lease = "ui-drain"

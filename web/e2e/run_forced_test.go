@@ -44,11 +44,7 @@ func TestE2ERunForcedRelease(t *testing.T) {
 		t.Fatalf("the runner honours %q but the UI sets %q", run.AnnotationStepDown, ui.AnnotationStepDown)
 	}
 	dir := t.TempDir()
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: leaseholdBinary(t), script: script}
+	e := newRunEnv(t, dir)
 	ts := startServer(t)
 	file := filepath.Join(dir, "records")
 	const lease = "forced"

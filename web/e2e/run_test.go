@@ -60,12 +60,7 @@ done
 func TestE2ERun(t *testing.T) {
 	testneeds.Slow(t, "lease failovers of leasehold run with real lease durations")
 	dir := t.TempDir()
-	bin := leaseholdBinary(t)
-	script := filepath.Join(dir, "child.sh")
-	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e := runEnv{bin: bin, script: script}
+	e := newRunEnv(t, dir)
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); testRunFailover(t, e) })
 	t.Run("Partition", func(t *testing.T) { t.Parallel(); testRunPartition(t, e, false) })
 	t.Run("PartitionIgnoresSIGTERM", func(t *testing.T) { t.Parallel(); testRunPartition(t, e, true) })
@@ -76,6 +71,18 @@ func TestE2ERun(t *testing.T) {
 }
 
 type runEnv struct{ bin, script string }
+
+// newRunEnv writes the child that records its own start and exit
+// (runChildScript) into dir, for "leasehold run" processes of the binary
+// under test.
+func newRunEnv(t *testing.T, dir string) runEnv {
+	t.Helper()
+	script := filepath.Join(dir, "child.sh")
+	if err := os.WriteFile(script, []byte(runChildScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return runEnv{bin: leaseholdBinary(t), script: script}
+}
 
 // runProc is one "leasehold run" process.
 type runProc struct {
