@@ -30,7 +30,10 @@ type clusterMember struct {
 	name    string
 	dataDir string
 	args    []string
-	ts      *testServer
+	// bin is the leasehold binary the member runs: the one under test
+	// when empty, another release's in the upgrade tests.
+	bin string
+	ts  *testServer
 	// startedAt is when the current process was ready.
 	startedAt time.Time
 }
@@ -89,7 +92,11 @@ func (m *clusterMember) start(t *testing.T) {
 		// needs no cluster flag: the data directory says it all.
 		args = []string{"--listen", m.ts.proc.hostPort(), "--data-dir", m.dataDir, "--log-level", "info"}
 	}
-	p, ready := spawnServer(t, args, nil)
+	bin := m.bin
+	if bin == "" {
+		bin = leaseholdBinary(t)
+	}
+	p, ready := spawnBinary(t, bin, nil, args, nil)
 	if !ready {
 		t.Fatalf("member %s exited with code %d before it was ready; log:\n%s", m.name, p.code, p.log.String())
 	}
@@ -149,10 +156,17 @@ func startCluster(t *testing.T) []*clusterMember {
 // a fresh temporary directory otherwise.
 func startClusterIn(t *testing.T, dataDirs []string) []*clusterMember {
 	t.Helper()
+	return startClusterOf(t, dataDirs, "")
+}
+
+// startClusterOf is startClusterIn with every member running the leasehold
+// binary bin (the one under test when empty).
+func startClusterOf(t *testing.T, dataDirs []string, bin string) []*clusterMember {
+	t.Helper()
 	ports := freeLoopbackPorts(t, 6)
 	var members []*clusterMember
 	for i := range 3 {
-		m := &clusterMember{name: fmt.Sprintf("m%d", i+1), dataDir: t.TempDir()}
+		m := &clusterMember{name: fmt.Sprintf("m%d", i+1), dataDir: t.TempDir(), bin: bin}
 		if i < len(dataDirs) && dataDirs[i] != "" {
 			m.dataDir = dataDirs[i]
 		}

@@ -190,8 +190,15 @@ func spawnServer(t testing.TB, args []string, onLine func(string)) (p *serverPro
 // (such as "ip netns exec NS"), so that the process is still leasehold's.
 func spawnServerVia(t testing.TB, wrapper, args []string, onLine func(string)) (p *serverProcess, ready bool) {
 	t.Helper()
+	return spawnBinary(t, leaseholdBinary(t), wrapper, args, onLine)
+}
+
+// spawnBinary is spawnServerVia with the leasehold binary bin: another
+// release's, for the upgrade tests.
+func spawnBinary(t testing.TB, bin string, wrapper, args []string, onLine func(string)) (p *serverProcess, ready bool) {
+	t.Helper()
 	readyFile := filepath.Join(t.TempDir(), "ready")
-	argv := append(append(slices.Clone(wrapper), leaseholdBinary(t), "serve", "--ready-file", readyFile), args...)
+	argv := append(append(slices.Clone(wrapper), bin, "serve", "--ready-file", readyFile), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = childSysProcAttr()
 	p = &serverProcess{cmd: cmd, log: &syncWriter{w: new(bytes.Buffer)}, exited: make(chan struct{})}
