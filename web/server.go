@@ -201,6 +201,7 @@ func NewServer(opts Options) (*Server, error) {
 	fc := opts.Limits.FlowControl
 	fc.TotalSeats = opts.Limits.MaxRequestsInflight
 	s.flow = flowcontrol.New(fc)
+	flowcontrol.ReserveProcs(fc.SpareProcs)
 	s.bodies.limit = int64(opts.Limits.MaxBodyBytesInFlight)
 	if s.bodies.limit <= 0 {
 		s.bodies.limit = DefaultMaxBodyBytesInFlight

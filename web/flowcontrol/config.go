@@ -27,6 +27,11 @@ type Config struct {
 	// ListBytes is the budget of LIST response bytes being built or
 	// written at once.
 	ListBytes int64
+	// SpareProcs is how many Go processors the server runs beyond the
+	// CPUs it may use (ReserveProcs): a renewal back from fsync then
+	// finds an idle one instead of queueing behind bulk work. 0 keeps
+	// the runtime's default.
+	SpareProcs int
 }
 
 // DefaultConfig: leader election has the largest share (its requests
@@ -40,8 +45,13 @@ func DefaultConfig() Config {
 		QueueLengths: [numClasses]int{LeaderElection: 100, Workload: 50, List: 50, UI: 50, Metrics: 10, Admin: 10},
 		QueueWait:    15 * time.Second,
 		ListBytes:    DefaultListBytes,
+		SpareProcs:   DefaultSpareProcs,
 	}
 }
+
+// maxSpareProcs bounds --flowcontrol-spare-procs: each P costs memory
+// (its allocation caches) and a thread when busy.
+const maxSpareProcs = 16
 
 // DefaultListBytes is the default LIST byte budget: about eight LISTs of
 // 10,000 leases.
@@ -87,13 +97,14 @@ func (c Config) seatsPerClass() [numClasses]int {
 // over the defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	c.Shares, c.QueueLengths, c.QueueWait, c.ListBytes = d.Shares, d.QueueLengths, d.QueueWait, d.ListBytes
+	c.Shares, c.QueueLengths, c.QueueWait, c.ListBytes, c.SpareProcs = d.Shares, d.QueueLengths, d.QueueWait, d.ListBytes, d.SpareProcs
 	fs.Var((*classInts)(&c.Shares), "flowcontrol-shares",
 		"concurrency `shares` of the request classes, of --max-requests-inflight: class=N,... over "+(*classInts)(&d.Shares).String())
 	fs.Var((*classInts)(&c.QueueLengths), "flowcontrol-queue-lengths",
 		"requests one client may have queued per class before more get 429: class=N,... over "+(*classInts)(&d.QueueLengths).String())
 	fs.DurationVar(&c.QueueWait, "flowcontrol-queue-wait", d.QueueWait, "longest a request waits in its class's queue before it gets 429")
 	fs.Int64Var(&c.ListBytes, "max-list-bytes-inflight", d.ListBytes, "estimated `bytes` of LIST responses being built or written at once; more LISTs wait")
+	fs.IntVar(&c.SpareProcs, "flowcontrol-spare-procs", d.SpareProcs, "Go processors to run beyond the CPUs, so that a write back from fsync never waits for one behind LIST or watch encoding (0: the runtime's default; a GOMAXPROCS in the environment wins)")
 }
 
 // Validate checks values given as flags.
@@ -105,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueueWait <= 0 || c.ListBytes <= 0 {
 		return errors.New("--flowcontrol-queue-wait and --max-list-bytes-inflight must be positive")
+	}
+	if c.SpareProcs < 0 || c.SpareProcs > maxSpareProcs {
+		return fmt.Errorf("--flowcontrol-spare-procs must be 0 to %d", maxSpareProcs)
 	}
 	return nil
 }

@@ -46,6 +46,15 @@
 // connection, so the bytes of LIST responses in flight stay within
 // --max-list-bytes-inflight however many clients list at once.
 //
+// # Processors
+//
+// Seats bound how many requests run, not which goroutine the Go
+// scheduler runs next, and it has no priorities: a renewal's write that
+// blocked in fsync waits for a free P behind whatever bulk work holds
+// them. ReserveProcs (--flowcontrol-spare-procs) runs the server with
+// more Ps than CPUs, so that one is free when the write comes back and
+// the kernel's scheduler, which favours threads that slept, decides.
+//
 // # Metrics
 //
 // WritePrometheus adds, per class, apiserver_flowcontrol_current_executing_seats,
