@@ -160,16 +160,39 @@ func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Leas
 			return // nothing to tell yet
 		}
 		if len(t.timelines) >= maxHolderHistories {
+			if !live && listedActivity(l, now).Before(t.byActivity[0].at) {
+				// Less recently active than every timeline kept: it
+				// would be the next one evicted. A list of a fleet past
+				// maxHolderHistories leases made and evicted (and
+				// deleted from the store) a timeline for nearly each.
+				return
+			}
 			t.evictTimelineLocked()
 		}
 		tl = &timeline{Since: now}
-		t.keepTimelineLocked(k, tl)
+		t.keepTimelineLocked(k.owned(), tl)
 	}
-	t.advanceTimelineLocked(k, tl, l, now, live)
+	// The timeline's own key, not the decoded lease's strings, goes into
+	// the maps of what to save.
+	t.advanceTimelineLocked(tl.key, tl, l, now, live)
 	if at := tl.lastActivity(); !at.Equal(tl.at) {
 		tl.at = at
 		heap.Fix(&t.byActivity, tl.index)
 	}
+}
+
+// listedActivity is the last activity (lastActivity) of the timeline a
+// list's lease l would start at now: its tenure's last renewal, as
+// advanceTimelineLocked sets it for a lease found by a list.
+func listedActivity(l *coordinationv1.Lease, now time.Time) time.Time {
+	start := now
+	if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.Before(now) {
+		start = l.Spec.AcquireTime.Time
+	}
+	if renew := renewTimeOf(l); !renew.IsZero() && renew.Before(now) && renew.After(start) {
+		return renew
+	}
+	return start
 }
 
 // advanceTimelineLocked records one observed state of lease k in its
