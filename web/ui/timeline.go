@@ -535,7 +535,18 @@ func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
 	for k := range t.gone {
 		gone = append(gone, k)
 	}
-	clear(t.gone)
+	// Fresh maps, not emptied ones: a Go map keeps the table it grew to,
+	// and a burst of new leases (each new timeline evicts one) grew these
+	// to thousands of entries that an idle server then kept for good.
+	if len(gone) > 0 {
+		t.gone = map[leaseKey]bool{}
+	}
+	if len(t.urgent) == 0 && len(keys) > 0 {
+		t.urgent = map[leaseKey]bool{}
+	}
+	if len(t.lazy) == 0 && all && len(keys) > 0 {
+		t.lazy = map[leaseKey]bool{}
+	}
 	t.mu.Unlock()
 	for _, d := range docs {
 		if err := t.store.SaveTimeline(ctx, d.k.namespace, d.k.name, d.body); err != nil {
