@@ -262,7 +262,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// happen before the caller closes the store.
 	defer func() { stopIdle(); <-holdersDone }()
 	go s.releaseIdleMemory(idleCtx)
-	go func() { defer close(holdersDone); s.ui.WatchHolders(idleCtx) }()
+	go func() {
+		defer close(holdersDone)
+		if s.waitReady(idleCtx); idleCtx.Err() == nil { // deferred.go
+			s.ui.WatchHolders(idleCtx)
+		}
+	}()
 	select {
 	case err := <-errc:
 		if err != nil {

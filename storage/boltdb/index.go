@@ -198,3 +198,49 @@ func (n *inode) ascend(start, end string, fn func(kv *storage.KeyValue) bool) {
 		}
 	}
 }
+
+// sortedBuilder builds a tree from keys given in ascending order, as a
+// store's load reads them: the same tree as putting them one by one (a
+// treap's shape is fixed by its keys and priorities), in O(n) and with
+// one node per key. Putting them copied O(log n) nodes per key: loading
+// 10,000 keys left about 140,000 dead nodes strewn between the live
+// ones, pages the runtime could not return to the system afterwards.
+type sortedBuilder struct {
+	// spine is the right spine of the tree so far, root first: a new
+	// key, the greatest yet, hangs at its end below every node of higher
+	// priority and takes the lower ones as its left subtree.
+	spine []*inode
+}
+
+// add appends kv, whose key is above every key added before.
+func (b *sortedBuilder) add(kv storage.KeyValue) {
+	n := &inode{kv: kv, prio: prioOf(kv.Key)}
+	var below *inode
+	for len(b.spine) > 0 && b.spine[len(b.spine)-1].prio < n.prio {
+		below = b.spine[len(b.spine)-1]
+		b.spine = b.spine[:len(b.spine)-1]
+	}
+	n.left = below
+	if len(b.spine) > 0 {
+		b.spine[len(b.spine)-1].right = n
+	}
+	b.spine = append(b.spine, n)
+}
+
+// tree returns the tree of the keys added, with its subtree sizes.
+func (b *sortedBuilder) tree() *inode {
+	if len(b.spine) == 0 {
+		return nil
+	}
+	root := b.spine[0]
+	setSizes(root)
+	return root
+}
+
+func setSizes(n *inode) int {
+	if n == nil {
+		return 0
+	}
+	n.size = 1 + setSizes(n.left) + setSizes(n.right)
+	return n.size
+}

@@ -135,6 +135,8 @@ func (s *Store) load(ctx context.Context) (err error) {
 	return s.db.View(func(tx *bolt.Tx) error {
 		sn := &snapshot{rev: int64(decodeRev(tx.Bucket(bucketMeta).Get(metaRevision)))}
 		c := tx.Bucket(bucketKV).Cursor()
+		var index sortedBuilder // the cursor gives the keys in order
+		last := ""
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -144,12 +146,17 @@ func (s *Store) load(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
+			if kv.Key <= last {
+				return fmt.Errorf("%w: key %q follows key %q in the file", ErrFormat, kv.Key, last)
+			}
+			last = kv.Key
 			if kv.ModRevision > sn.rev {
 				return fmt.Errorf("%w: key %q has revision %d above the store revision %d", ErrFormat, k, kv.ModRevision, sn.rev)
 			}
-			sn.index, _ = sn.index.put(kv)
+			index.add(kv)
 			sn.data.add(kv.Key, kv.Value, 1)
 		}
+		sn.index = index.tree()
 		sn.compactRev = sn.rev
 		s.snap.Store(sn)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -50,6 +51,16 @@ type HolderHistory struct {
 }
 
 type leaseKey struct{ namespace, name string }
+
+// owned returns k with strings of its own: the tracker keeps a key per
+// lease for as long as the lease exists, and one made of a decoded
+// lease's strings pinned them among the rest of that object's memory,
+// which the start-up list of every lease left strewn over pages the
+// runtime could then not return. The namespace is interned: a fleet's
+// leases share a few.
+func (k leaseKey) owned() leaseKey {
+	return leaseKey{unique.Make(k.namespace).Value(), strings.Clone(k.name)}
+}
 
 // holderTracker keeps the current holder of every lease and the recent
 // changes of the most recently changed ones.
@@ -118,6 +129,9 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	if known && prev == clipped(holder) {
 		return
 	}
+	if !known {
+		k = k.owned()
+	}
 	holder = clip(holder)
 	t.current[k] = holder
 	if !known && (!live || holder == "") {
@@ -125,8 +139,11 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	}
 	c := HolderChange{Time: now, From: prev, To: holder, Transitions: derefInt32(l.Spec.LeaseTransitions)}
 	list := t.changes[k]
-	if list == nil && len(t.changes) >= maxHolderHistories {
-		t.evictOldestLocked()
+	if list == nil {
+		if len(t.changes) >= maxHolderHistories {
+			t.evictOldestLocked()
+		}
+		k = k.owned()
 	}
 	if len(list) >= maxHolderChanges {
 		list = append(list[:0:0], list[len(list)-maxHolderChanges+1:]...)

@@ -160,16 +160,39 @@ func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Leas
 			return // nothing to tell yet
 		}
 		if len(t.timelines) >= maxHolderHistories {
+			if !live && listedActivity(l, now).Before(t.byActivity[0].at) {
+				// Less recently active than every timeline kept: it
+				// would be the next one evicted. A list of a fleet past
+				// maxHolderHistories leases made and evicted (and
+				// deleted from the store) a timeline for nearly each.
+				return
+			}
 			t.evictTimelineLocked()
 		}
 		tl = &timeline{Since: now}
-		t.keepTimelineLocked(k, tl)
+		t.keepTimelineLocked(k.owned(), tl)
 	}
-	t.advanceTimelineLocked(k, tl, l, now, live)
+	// The timeline's own key, not the decoded lease's strings, goes into
+	// the maps of what to save.
+	t.advanceTimelineLocked(tl.key, tl, l, now, live)
 	if at := tl.lastActivity(); !at.Equal(tl.at) {
 		tl.at = at
 		heap.Fix(&t.byActivity, tl.index)
 	}
+}
+
+// listedActivity is the last activity (lastActivity) of the timeline a
+// list's lease l would start at now: its tenure's last renewal, as
+// advanceTimelineLocked sets it for a lease found by a list.
+func listedActivity(l *coordinationv1.Lease, now time.Time) time.Time {
+	start := now
+	if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.Before(now) {
+		start = l.Spec.AcquireTime.Time
+	}
+	if renew := renewTimeOf(l); !renew.IsZero() && renew.Before(now) && renew.After(start) {
+		return renew
+	}
+	return start
 }
 
 // advanceTimelineLocked records one observed state of lease k in its
@@ -512,7 +535,18 @@ func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
 	for k := range t.gone {
 		gone = append(gone, k)
 	}
-	clear(t.gone)
+	// Fresh maps, not emptied ones: a Go map keeps the table it grew to,
+	// and a burst of new leases (each new timeline evicts one) grew these
+	// to thousands of entries that an idle server then kept for good.
+	if len(gone) > 0 {
+		t.gone = map[leaseKey]bool{}
+	}
+	if len(t.urgent) == 0 && len(keys) > 0 {
+		t.urgent = map[leaseKey]bool{}
+	}
+	if len(t.lazy) == 0 && all && len(keys) > 0 {
+		t.lazy = map[leaseKey]bool{}
+	}
 	t.mu.Unlock()
 	for _, d := range docs {
 		if err := t.store.SaveTimeline(ctx, d.k.namespace, d.k.name, d.body); err != nil {

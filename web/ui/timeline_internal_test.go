@@ -2,9 +2,11 @@ package ui
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,6 +185,46 @@ func TestTimelineEvictsLeastRecentlyActive(t *testing.T) {
 	tr.forget(testLease("default", "l-5", "a"))
 	if len(tr.byActivity) != maxHolderHistories-1 {
 		t.Errorf("%d in the heap after a deletion, want %d", len(tr.byActivity), maxHolderHistories-1)
+	}
+}
+
+// TestTimelineListKeepsMostRecentlyActive: a list of more leases than
+// maxHolderHistories, in any order, leaves the timelines of the most
+// recently renewed ones, and the keys kept are the tracker's own strings,
+// not the listed objects'.
+func TestTimelineListKeepsMostRecentlyActive(t *testing.T) {
+	t.Parallel()
+	tr := newHolderTracker()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr.now = func() time.Time { return now }
+	const n = maxHolderHistories + 300
+	items := make([]coordinationv1.Lease, n)
+	for i, j := range rand.Perm(n) {
+		// Lease l-j renewed j seconds ago, after taking it an hour ago.
+		l := testLease("default", fmt.Sprintf("l-%d", j), "a")
+		acq := metav1.NewMicroTime(now.Add(-time.Hour))
+		rt := metav1.NewMicroTime(now.Add(-time.Duration(j+1) * time.Second))
+		l.Spec.AcquireTime, l.Spec.RenewTime = &acq, &rt
+		items[i] = *l
+	}
+	tr.replace(items)
+	if len(tr.timelines) != maxHolderHistories || len(tr.byActivity) != maxHolderHistories {
+		t.Fatalf("%d timelines, %d in the heap; want %d", len(tr.timelines), len(tr.byActivity), maxHolderHistories)
+	}
+	for j := range n {
+		_, kept := tr.timelines[leaseKey{"default", fmt.Sprintf("l-%d", j)}]
+		if want := j < maxHolderHistories; kept != want {
+			t.Fatalf("l-%d (renewed %d s ago): timeline kept %v, want %v (the %d most recently renewed)", j, j+1, kept, want, maxHolderHistories)
+		}
+	}
+	listed := map[*byte]bool{}
+	for i := range items {
+		listed[unsafe.StringData(items[i].Name)] = true
+	}
+	for k := range tr.current {
+		if listed[unsafe.StringData(k.name)] {
+			t.Fatalf("the tracker's key of %s shares the listed object's name", k.name)
+		}
 	}
 }
 
