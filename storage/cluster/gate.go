@@ -38,6 +38,9 @@ type gate struct {
 	// onRevoke is told each revoked fingerprint (the peer gate closes its
 	// connections); set before the record is followed.
 	onRevoke func(fp string)
+	// onRotate is told when a rotation asks every certificate issued
+	// before it to renew (rotateKey); set before the record is followed.
+	onRotate func()
 
 	// file keeps the record as last applied, for the peer gate of the
 	// member's next start (before etcd has read its data).
@@ -49,6 +52,9 @@ type gate struct {
 	enforce  bool
 	token    []byte
 	creds    map[string]Credential // by fingerprint
+	// rotateAt is the last rotate-certs' time: certificates issued
+	// before it renew.
+	rotateAt time.Time
 	// gone are the fingerprints whose credentials were deleted: their
 	// streams end at their next message.
 	gone map[string]bool
@@ -380,7 +386,7 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 		return 0, err
 	}
 	creds, enforce := map[string]Credential{}, false
-	var token []byte
+	var token, rotate []byte
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		switch {
@@ -395,6 +401,8 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 			enforce = true
 		case k == tokenKey:
 			token = kv.Value
+		case k == rotateKey:
+			rotate = kv.Value
 		}
 	}
 	g.mu.Lock()
@@ -416,6 +424,9 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	}
 	if token != nil {
 		g.apply([]byte(tokenKey), token, false)
+	}
+	if rotate != nil {
+		g.apply([]byte(rotateKey), rotate, false)
 	}
 	return resp.Header.Revision, nil
 }
@@ -451,6 +462,19 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 		g.mu.Lock()
 		g.enforce = !deleted
 		g.mu.Unlock()
+	case k == rotateKey && !deleted:
+		at, err := time.Parse(time.RFC3339Nano, string(value))
+		if err != nil {
+			g.log.Warn("An unreadable certificate rotation in the cluster's record is ignored", "err", err)
+			return
+		}
+		g.mu.Lock()
+		changed := !at.Equal(g.rotateAt)
+		g.rotateAt = at
+		g.mu.Unlock()
+		if changed && g.onRotate != nil {
+			g.onRotate()
+		}
 	case k == tokenKey && !deleted:
 		g.mu.Lock()
 		changed := !bytes.Equal(g.token, value)

@@ -53,16 +53,20 @@ func startPeerGate(ln net.Listener, backend string, paths Paths, g *gate, log *s
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("cluster: peer port: no CA certificate in %s", paths.CAFile)
 	}
-	pair, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile)
-	if err != nil {
+	if _, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile); err != nil {
 		return nil, fmt.Errorf("cluster: peer port: %w", err)
 	}
 	pg := &peerGate{backend: backend, g: g, log: log, conns: map[string]map[net.Conn]struct{}{}}
 	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
+		MinVersion: tls.VersionTLS12,
+		// Read at each handshake, as etcd's own listeners do: a renewal
+		// (renew.go) swaps the certificate file, the key stays.
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile)
+			return &pair, err
+		},
+		ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs:  pool,
 		// No ALPN: etcd's loopback listener speaks HTTP/1.1 without TLS.
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
