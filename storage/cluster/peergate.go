@@ -117,11 +117,16 @@ func (pg *peerGate) forward(conn *tls.Conn) {
 		pg.log.Debug("A peer connection was refused", "remote", conn.RemoteAddr().String(), "err", err)
 		return
 	}
-	fp := Fingerprint(conn.ConnectionState().PeerCertificates[0].Raw)
-	if !pg.track(fp, conn, true) {
+	// Tracked by the certificate and by its key: a revocation closes
+	// either (gate.go's lookupLocked).
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	fp, kh := Fingerprint(leaf.Raw), keyHash(leaf)
+	if !pg.track(fp, conn, true) || !pg.track(kh, conn, true) {
+		pg.track(fp, conn, false)
 		return
 	}
 	defer pg.track(fp, conn, false)
+	defer pg.track(kh, conn, false)
 	back, err := net.DialTimeout("tcp", pg.backend, 5*time.Second)
 	if err != nil {
 		pg.log.Warn("The peer port could not reach etcd", "err", err)
@@ -222,7 +227,7 @@ func (g *gate) peerAdmitted(leaf *x509.Certificate) error {
 	}
 	g.mu.RLock()
 	known, enforce := g.loaded || g.fromFile, g.enforce
-	cred, ok := g.creds[fp]
+	_, cred, ok := g.lookupLocked(leaf, fp)
 	g.mu.RUnlock()
 	if known && enforce {
 		if !ok || cred.Kind != KindMember {

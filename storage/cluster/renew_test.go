@@ -148,15 +148,17 @@ func TestRotateCertsRenewsMemberAndReplica(t *testing.T) {
 	if resp, err = ms.Renew(ctx, renewReq(second, replicaKey)); err != nil || resp.Cert == "" {
 		t.Fatalf("second renewal: %+v, %v", resp, err)
 	}
-	// The member's mirror of the record follows the deletion within
-	// milliseconds.
-	first := clientWith(t, m, ca.CertPEM, replicaCert, replicaKeyPEM)
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err = first.Get(ctx, "/leasehold/x"); err != nil || time.Now().After(end) {
-			break
-		}
+	// The record dropped the first certificate, but a connection with it
+	// is still the replica's key, which TLS proved: admitted until the
+	// replica is revoked.
+	firstFP, _, _ := pemFingerprint(replicaCert)
+	if resp, _ := m.client.Get(ctx, credentialsPrefix+firstFP); len(resp.Kvs) != 0 {
+		t.Error("the record keeps the replica's first certificate after two renewals")
 	}
-	wantDenied(t, "the replica's first certificate after two renewals", err)
+	first := clientWith(t, m, ca.CertPEM, replicaCert, replicaKeyPEM)
+	if _, err := first.Get(ctx, "/leasehold/x"); err != nil {
+		t.Errorf("a connection with the replica's first certificate (same key) is refused after two renewals: %v", err)
+	}
 	if _, err := clientWith(t, m, ca.CertPEM, []byte(resp.Cert), replicaKeyPEM).Get(ctx, "/leasehold/x"); err != nil {
 		t.Fatalf("the newest replica certificate is refused: %v", err)
 	}
@@ -172,6 +174,21 @@ func TestRotateCertsRenewsMemberAndReplica(t *testing.T) {
 	}
 	if _, err := ms.Renew(ctx, renewReq(replicaCert, replicaKey)); !errors.Is(err, clusterapi.ErrNotAdmitted) {
 		t.Errorf("a certificate dropped by two renewals: %v, want ErrNotAdmitted", err)
+	}
+
+	// Revoking the replica ends every certificate of its key, the first
+	// one's connection included.
+	if err := ms.Remove(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err = first.Get(ctx, "/leasehold/x"); err != nil || time.Now().After(end) {
+			break
+		}
+	}
+	wantDenied(t, "the replica's first certificate after its revocation", err)
+	if _, err := ms.Renew(ctx, renewReq([]byte(resp.Cert), replicaKey)); !errors.Is(err, clusterapi.ErrNotAdmitted) {
+		t.Errorf("renewal of a revoked replica: %v, want ErrNotAdmitted", err)
 	}
 }
 

@@ -75,11 +75,23 @@ type Credential struct {
 	// Serial is the certificate's serial number in hexadecimal (for the
 	// expiry metric).
 	Serial string `json:"serial,omitempty"`
+	// Key is the SHA-256 of the certificate's public key (keyHash). A
+	// renewal keeps the key, and TLS proves its holder has it: a
+	// connection opened with a certificate the record has since dropped
+	// (renewKeep) stays admitted while a credential of the same key is
+	// recorded, and ends when the device is removed.
+	Key string `json:"key,omitempty"`
+}
+
+// keyHash is the SHA-256 of cert's SubjectPublicKeyInfo, in hexadecimal.
+func keyHash(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:])
 }
 
 // credentialOf is the credential of cert, issued now, for kind name.
 func credentialOf(cert *x509.Certificate, kind, name string) Credential {
-	return Credential{Kind: kind, Name: name, Issued: time.Now().UTC(), NotAfter: cert.NotAfter.UTC(), Serial: cert.SerialNumber.Text(16)}
+	return Credential{Kind: kind, Name: name, Issued: time.Now().UTC(), NotAfter: cert.NotAfter.UTC(), Serial: cert.SerialNumber.Text(16), Key: keyHash(cert)}
 }
 
 // Fingerprint is the SHA-256 of a certificate's DER, in hexadecimal.
