@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -196,6 +197,8 @@ func TestClusterCertificateRotation(t *testing.T) {
 		}
 	}
 
+	checkCertificatesSystemPage(t, members[0])
+
 	// rotate-token: every member's token file follows.
 	tokenFile := filepath.Join(members[2].dataDir, "cluster", "token")
 	before, err := os.ReadFile(tokenFile)
@@ -208,5 +211,35 @@ func TestClusterCertificateRotation(t *testing.T) {
 	eventually(t, 10*time.Second, "m3's token file holds the rotated token", func() (bool, string) {
 		now, err := os.ReadFile(tokenFile)
 		return err == nil && len(now) > 0 && string(now) != string(before), string(now)
+	})
+}
+
+// checkCertificatesSystemPage opens m's system page in Chromium: its
+// cluster section lists the four devices' certificates with their expiry.
+func checkCertificatesSystemPage(t *testing.T, m *clusterMember) {
+	t.Helper()
+	chromium := testneeds.Chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(m.ts.URL+"/ui/#/system")); err != nil {
+		t.Fatalf("open the system page: %v", err)
+	}
+	eventually(t, 30*time.Second, "the system page lists four certificates with their expiry", func() (bool, string) {
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById('certificates') || {}).innerText || ''`))
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := true
+		for _, want := range []string{"m1", "m2", "m3", "r1", "replica", "Expires", "Renews", "in "} {
+			ok = ok && strings.Contains(text, want)
+		}
+		return ok, text
 	})
 }
