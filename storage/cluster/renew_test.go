@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,6 +178,23 @@ func TestRotateCertsRenewsMemberAndReplica(t *testing.T) {
 		t.Errorf("a certificate dropped by two renewals: %v, want ErrNotAdmitted", err)
 	}
 
+	// A device whose certificate nears its expiry without a renewal (off
+	// for most of a year): status warns, and so does /readyz's note.
+	if ms.CertificatesNote() != "" {
+		t.Errorf("a warning with every certificate fresh: %q", ms.CertificatesNote())
+	}
+	stale, _ := json.Marshal(Credential{Kind: KindReplica, Name: "r-off", Issued: time.Now().Add(-360 * 24 * time.Hour),
+		NotAfter: time.Now().Add(5 * 24 * time.Hour), Key: "k"})
+	if _, err := m.client.Put(ctx, credentialsPrefix+"0000stale", string(stale)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() bool { return ms.CertificatesNote() != "" })
+	for _, c := range ms.Certificates() {
+		if c.Name == "r-off" && !strings.Contains(c.Warning, "expires in") {
+			t.Errorf("the certificate of a device off for a year: %+v, want a warning", c)
+		}
+	}
+
 	// Revoking the replica ends every certificate of its key, the first
 	// one's connection included.
 	if err := ms.Remove(ctx, "r1"); err != nil {
@@ -222,4 +241,14 @@ func peerCertificate(t *testing.T, m *Member) []byte {
 	}
 	resp.Body.Close()
 	return resp.TLS.PeerCertificates[0].Raw
+}
+
+// eventually waits up to d for cond.
+func eventually(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within %s", d)
+		}
+	}
 }
