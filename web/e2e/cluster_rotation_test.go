@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/testneeds"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
@@ -198,6 +199,24 @@ func TestClusterCertificateRotation(t *testing.T) {
 	}
 
 	checkCertificatesSystemPage(t, members[0])
+
+	// The public renewal endpoint refuses what is not a renewal of an
+	// admitted certificate by its key: 400 for a malformed request, 403
+	// for a certificate the cluster never issued.
+	if code, body := plainRequest(t, "POST", members[1].ts.URL+clusterapi.RenewPath, "{"); code != 400 {
+		t.Errorf("renewal with a malformed body: %d %s, want 400", code, body)
+	}
+	otherCA, err := pki.NewAuthority("another-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, _ := pki.GenerateKey()
+	csr, _ := pki.CreateCSR(key, "r1", nil)
+	foreign, _ := otherCA.SignClient("r1", nil, key.Public(), time.Hour)
+	body, _ := json.Marshal(clusterapi.RenewRequest{Cert: string(foreign), CSR: string(csr)})
+	if code, resp := plainRequest(t, "POST", members[1].ts.URL+clusterapi.RenewPath, string(body)); code != 403 {
+		t.Errorf("renewal of another CA's certificate: %d %s, want 403", code, resp)
+	}
 
 	// rotate-token: every member's token file follows.
 	tokenFile := filepath.Join(members[2].dataDir, "cluster", "token")
