@@ -57,6 +57,9 @@ func (s *Server) serveCluster(rc *fasthttp.RequestCtx, p string) {
 	c := s.cluster
 	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinMaxAge)
 	defer cancel()
+	if s.serveClusterRotation(ctx, rc, p) {
+		return
+	}
 	switch {
 	case p == clusterapi.JoinNoncePath:
 		if !rc.IsPost() {

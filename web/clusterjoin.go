@@ -57,9 +57,10 @@ func newJoinGuard() *joinGuard {
 	}
 }
 
-// isJoinPath reports the two paths of the join handshake.
+// isJoinPath reports the two paths of the join handshake, and the
+// certificate renewal, public like them (clusterrotate.go).
 func isJoinPath(p string) bool {
-	return p == clusterapi.JoinPath || p == clusterapi.JoinNoncePath
+	return p == clusterapi.JoinPath || p == clusterapi.JoinNoncePath || p == clusterapi.RenewPath
 }
 
 // gateJoin runs before a join's body is read: the rate limits, then the

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -100,7 +101,18 @@ func (s *Server) metricSources(opts Options) metrics.Sources {
 	}); ok {
 		src.LeaderSlow = l.LeaderSlow
 	}
-	if certs := presentedCertificates(opts.TLS); len(certs) > 0 {
+	certs := presentedCertificates(opts.TLS)
+	if r, ok := opts.Cluster.(ClusterRotation); ok {
+		src.Certificates = func() []metrics.Certificate {
+			out := slices.Clone(certs)
+			for _, c := range r.Certificates() {
+				if !c.NotAfter.IsZero() {
+					out = append(out, metrics.Certificate{Use: "cluster-" + c.Kind, Subject: c.Name, Serial: c.Serial, NotAfter: c.NotAfter})
+				}
+			}
+			return out
+		}
+	} else if len(certs) > 0 {
 		src.Certificates = func() []metrics.Certificate { return certs }
 	}
 	if mods := opts.UI.Modules; mods != nil {

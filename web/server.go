@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -196,6 +197,11 @@ func NewServer(opts Options) (*Server, error) {
 	s.ids = newAuditIDs()
 	if s.cluster != nil {
 		s.join = newJoinGuard()
+	}
+	if r, isRot := s.cluster.(ClusterRotation); isRot {
+		// A warning, not a failure: the member serves, but a device's
+		// certificate nears its expiry.
+		s.extra = append(slices.Clone(s.extra), Check{Name: "cluster-certificates", Check: ok, Note: r.CertificatesNote})
 	}
 	s.limits = newLimiter(opts.Limits)
 	fc := opts.Limits.FlowControl

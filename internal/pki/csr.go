@@ -79,23 +79,44 @@ func ParseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
 }
 
 // SignPeer is IssuePeer for a key the holder generated: a certificate for
-// both ends of mutual TLS, for commonName and hosts, on pub.
-func (a *Authority) SignPeer(commonName string, hosts []string, pub crypto.PublicKey) ([]byte, error) {
-	return a.sign(peerTemplate(commonName, hosts), CAValidity, pub)
+// both ends of mutual TLS, for commonName and hosts, on pub, lasting
+// validity.
+func (a *Authority) SignPeer(commonName string, hosts []string, pub crypto.PublicKey, validity time.Duration) ([]byte, error) {
+	return a.sign(peerTemplate(commonName, hosts), validity, pub)
 }
 
-// SignLongLivedClient is IssueLongLivedClient for a key the holder
-// generated.
-func (a *Authority) SignLongLivedClient(commonName string, groups []string, pub crypto.PublicKey) ([]byte, error) {
-	return a.sign(clientTemplate(commonName, groups), CAValidity, pub)
+// SignClient is IssueClient for a key the holder generated, lasting
+// validity: a cluster replica's client certificate, which it renews.
+func (a *Authority) SignClient(commonName string, groups []string, pub crypto.PublicKey, validity time.Duration) ([]byte, error) {
+	return a.sign(clientTemplate(commonName, groups), validity, pub)
 }
 
-// sign signs tmpl for pub with the CA's key, valid from an hour ago
-// (small clock skew) for validity, but never past the CA itself.
+// Backdate is how far before its issue a certificate lasting validity
+// starts: an hour (clocks of devices differ by seconds to minutes), but
+// at most a tenth of its life, so that short test certificates keep
+// their renewal point after their issue.
+func Backdate(validity time.Duration) time.Duration {
+	return min(time.Hour, validity/10)
+}
+
+// RenewAt is when a certificate valid from notBefore to notAfter is due
+// for renewal: at two thirds of its life, moved by jitter (in [0, 1))
+// within plus or minus a twenty-fourth of it, so that a fleet issued
+// together does not renew together. A year's certificate renews about
+// four months before it expires, with room for weeks of failed attempts.
+func RenewAt(notBefore, notAfter time.Time, jitter float64) time.Time {
+	life := notAfter.Sub(notBefore)
+	at := time.Duration(float64(life) * (2.0/3 + (jitter-0.5)/12))
+	return notBefore.Add(at)
+}
+
+// sign signs tmpl for pub with the CA's key, valid from slightly before
+// now (Backdate: small clock skew) for validity, but never past the CA
+// itself.
 func (a *Authority) sign(tmpl *x509.Certificate, validity time.Duration, pub crypto.PublicKey) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour) // tolerate small clock skew
+	tmpl.NotBefore = now.Add(-Backdate(validity))
 	tmpl.NotAfter = now.Add(validity)
 	if tmpl.NotAfter.After(a.Cert.NotAfter) {
 		tmpl.NotAfter = a.Cert.NotAfter
@@ -142,3 +163,21 @@ func splitHosts(hosts []string) (dns []string, ips []net.IP) {
 	}
 	return dns, ips
 }
+
+// Resign is a renewal of old: a new certificate for old's key, with its
+// common name, groups, names and usages, lasting validity. The caller has
+// checked that old is one the cluster issued and that the requester holds
+// its key (a certificate request signed by it).
+func (a *Authority) Resign(old *x509.Certificate, validity time.Duration) ([]byte, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: old.Subject.CommonName, Organization: old.Subject.Organization},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: old.ExtKeyUsage,
+		DNSNames:    old.DNSNames,
+		IPAddresses: old.IPAddresses,
+	}
+	return a.sign(tmpl, validity, old.PublicKey)
+}
+
+// ParseCertificate reads the first PEM certificate of certPEM.
+func ParseCertificate(certPEM []byte) (*x509.Certificate, error) { return parseCert(certPEM) }

@@ -38,7 +38,7 @@ func TestCSRRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The CA signs with the names it decides, not the CSR's.
-	certPEM, err := ca.SignPeer("m2", []string{"10.0.0.2"}, csr.PublicKey)
+	certPEM, err := ca.SignPeer("m2", []string{"10.0.0.2"}, csr.PublicKey, DefaultCertValidity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestCSRRoundTrip(t *testing.T) {
 	if len(cert.DNSNames) != 0 || len(cert.IPAddresses) != 1 || len(cert.ExtKeyUsage) != 2 {
 		t.Errorf("peer certificate names %v %v, usages %v", cert.DNSNames, cert.IPAddresses, cert.ExtKeyUsage)
 	}
-	clientPEM, err := ca.SignLongLivedClient("r1", nil, csr.PublicKey)
+	clientPEM, err := ca.SignClient("r1", nil, csr.PublicKey, DefaultCertValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,21 @@ import (
 )
 
 // Validity periods: the CA outlives many serving certificates, which are
-// reissued at start when they near expiry.
+// reissued at start when they near expiry, and many cluster certificates
+// (members' and replicas'), which their holders renew while they run
+// (DefaultCertValidity, RenewAt).
 const (
 	CAValidity      = 10 * 365 * 24 * time.Hour
 	ServingValidity = 365 * 24 * time.Hour
 	renewBefore     = 30 * 24 * time.Hour
+	// DefaultCertValidity is how long a cluster member's or replica's
+	// certificate lasts unless --cluster-cert-validity says otherwise.
+	DefaultCertValidity = 365 * 24 * time.Hour
+	// MinCertValidity is the shortest accepted: renewal at two thirds of
+	// a certificate's life must have room for a retry or two. Anything
+	// this short is for tests (the rotation e2e test renews every few
+	// seconds); devices want months.
+	MinCertValidity = 10 * time.Second
 )
 
 // Authority is a CA that can issue certificates.
@@ -104,8 +114,9 @@ func (a *Authority) IssueServing(commonName string, hosts []string) (certPEM, ke
 // IssuePeer issues a certificate for both ends of mutual TLS, server and
 // client, for hosts: what an etcd member presents to its peers and
 // clients, and to the other members when it dials them.
-func (a *Authority) IssuePeer(commonName string, hosts []string) (certPEM, keyPEM []byte, err error) {
-	return a.issue(peerTemplate(commonName, hosts), CAValidity)
+// It lasts validity (capped at the CA's own expiry).
+func (a *Authority) IssuePeer(commonName string, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	return a.issue(peerTemplate(commonName, hosts), validity)
 }
 
 // peerTemplate is the template of a certificate for both ends of mutual

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/datadir"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
@@ -79,12 +80,26 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Cluster.StaleLearnerAfter, "cluster-stale-learner-after", cluster.DefaultStaleLearnerAfter, "how long a learner may stay unreachable (a joiner that died before it started or was promoted) before the etcd leader's member removes it: etcd admits one learner at a time, so a stale one blocks every later join")
 	fs.BoolVar(&c.Cluster.MoveSlowLeader, "cluster-move-slow-leader", true, "let a member that has found the etcd leader's commits slow for 5 s, while another member answers it several times faster than the leader, move the leadership to itself (at most once a minute); off: it only reports it (log, leasehold_cluster_leader_slow, cluster status)")
 	fs.Int64Var(&c.Cluster.LargeWriteBytesPerSec, "cluster-large-write-bytes-per-sec", DefaultLargeWriteBytesPerSec, "most `bytes` per second of values over 64 KiB that a cluster member or replica writes (a larger write waits its turn): every write of a cluster goes through one raft log and every member's WAL, and a storm of large writes would hold the renewals queued behind it (0: unlimited)")
+	fs.DurationVar(&c.Cluster.CertValidity, "cluster-cert-validity", pki.DefaultCertValidity, "how long the certificates of cluster members and replicas last (those this member issues: its own, joiners', replicas' and their renewals); every member and replica renews its own at about two thirds of it (with jitter), without a restart; use the same value on every member")
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 
 // DefaultLargeWriteBytesPerSec is --cluster-large-write-bytes-per-sec's
 // default: about one 200 KB patch a second per member or replica.
 const DefaultLargeWriteBytesPerSec = 256 << 10
+
+// ReplicaStore is the store of an API-only replica: the etcd backend on
+// the members, and the renewal of its certificate, which Close stops.
+type ReplicaStore struct {
+	*etcd.Store
+	stopRenewal context.CancelFunc
+}
+
+// Close stops the renewal, then closes the store.
+func (s *ReplicaStore) Close() error {
+	s.stopRenewal()
+	return s.Store.Close()
+}
 
 // MemberStore is the store of an embedded etcd member: the etcd backend
 // on the member's own etcd server, called in process, which closes the
@@ -172,7 +187,15 @@ func Open(ctx context.Context, o Options) (Store, string, error) {
 		// does not compact: the members refuse it that (storage/cluster's
 		// gate), and their own compactors keep --watch-history.
 		c.WatchHistory = -1
-		return openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, c.Cluster.LargeWriteBytesPerSec, r.Name, o.Logger)
+		st, name, err := openEtcd(ctx, c, time.Minute, c.Cluster.RequestTimeout, c.Cluster.LargeWriteBytesPerSec, r.Name, o.Logger)
+		if err != nil {
+			return nil, "", err
+		}
+		// The replica renews its certificate while it runs (storage/cluster's
+		// RenewReplica), until its store closes.
+		rctx, stop := context.WithCancel(context.Background())
+		go cluster.RenewReplica(rctx, r, o.ClusterLogger)
+		return &ReplicaStore{Store: st.(*etcd.Store), stopRenewal: stop}, name, nil
 	case ExternalEtcd:
 		return openEtcd(ctx, c, 0, 0, 0, "", o.Logger)
 	case SingleDevice:

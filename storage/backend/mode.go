@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/leasehold/leasehold/internal/datadir"
+	"github.com/leasehold/leasehold/internal/pki"
 )
 
 // Mode is which storage a server runs, resolved once from the flags and
@@ -121,6 +122,9 @@ func (c *Config) validateMember() error {
 	}
 	if cl.RequestTimeout <= 0 {
 		return fmt.Errorf("invalid --cluster-request-timeout %s: must be positive", cl.RequestTimeout)
+	}
+	if cl.CertValidity < pki.MinCertValidity {
+		return fmt.Errorf("invalid --cluster-cert-validity %s: must be at least %s", cl.CertValidity, pki.MinCertValidity)
 	}
 	if cl.StaleLearnerAfter <= 0 {
 		return fmt.Errorf("invalid --cluster-stale-learner-after %s: must be positive", cl.StaleLearnerAfter)

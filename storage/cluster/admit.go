@@ -53,6 +53,10 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	}
 	st.SlowLeader = s.m.Slow()
 	st.QuorumRoundTripMs = s.m.QuorumRoundTrip().Milliseconds()
+	st.Certificates = s.Certificates()
+	s.m.gate.mu.RLock()
+	st.RotateCertsRequestedAt = s.m.gate.rotateAt
+	s.m.gate.mu.RUnlock()
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if id, err := s.electionLeader(lctx); err != nil {
@@ -126,7 +130,7 @@ func (s *Membership) Admit(ctx context.Context, req clusterapi.JoinRequest) (clu
 	}
 	// The names come from the request the proof covers, not from the
 	// CSR: the member decides what the certificate says.
-	cert, err := ca.SignPeer(req.Name, req.Hosts, csr.PublicKey)
+	cert, err := ca.SignPeer(req.Name, req.Hosts, csr.PublicKey, s.p.validity)
 	if err != nil {
 		return out, err
 	}
@@ -173,9 +177,9 @@ func (s *Membership) admitReplica(ctx context.Context, name string, pub crypto.P
 	if err != nil {
 		return clusterapi.JoinResponse{}, err
 	}
-	// A year's certificate would cut the replica off the members a year
-	// later: nothing renews it (the members' own are as long-lived).
-	cert, err := ca.SignLongLivedClient(name, nil, pub)
+	// It lasts as long as the members' own, and the replica renews it
+	// through a member (renew.go).
+	cert, err := ca.SignClient(name, nil, pub, s.p.validity)
 	if err != nil {
 		return clusterapi.JoinResponse{}, err
 	}

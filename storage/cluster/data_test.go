@@ -34,7 +34,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 // 127.0.0.1 into p.
 func writeMember(t *testing.T, ca *testCA, p Paths, name string) {
 	t.Helper()
-	cert, key, err := ca.IssuePeer(name, []string{"127.0.0.1"})
+	cert, key, err := ca.IssuePeer(name, []string{"127.0.0.1"}, pki.CAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,10 @@ type Flags struct {
 	// storm of large writes cannot hold the raft log and every member's
 	// WAL while renewals queue behind it; 0 leaves them unlimited.
 	LargeWriteBytesPerSec int64
+	// CertValidity is how long the certificates this member issues last
+	// (its own, joiners', replicas', and their renewals): they renew at
+	// about two thirds of it (renew.go). 0 is pki.DefaultCertValidity.
+	CertValidity time.Duration
 	// Given are the flags given (on the command line or by their
 	// environment twins), not left at their defaults: a restart applies a
 	// given address over the recorded one, or refuses it. nil: none.

@@ -38,6 +38,9 @@ type gate struct {
 	// onRevoke is told each revoked fingerprint (the peer gate closes its
 	// connections); set before the record is followed.
 	onRevoke func(fp string)
+	// onRotate is told when a rotation asks every certificate issued
+	// before it to renew (rotateKey); set before the record is followed.
+	onRotate func()
 
 	// file keeps the record as last applied, for the peer gate of the
 	// member's next start (before etcd has read its data).
@@ -49,6 +52,9 @@ type gate struct {
 	enforce  bool
 	token    []byte
 	creds    map[string]Credential // by fingerprint
+	// rotateAt is the last rotate-certs' time: certificates issued
+	// before it renew.
+	rotateAt time.Time
 	// gone are the fingerprints whose credentials were deleted: their
 	// streams end at their next message.
 	gone map[string]bool
@@ -122,14 +128,14 @@ func (g *gate) identify(ctx context.Context) (string, Credential, error) {
 	}
 	g.mu.RLock()
 	loaded, enforce := g.loaded, g.enforce
-	cred, known := g.creds[fp]
+	id, cred, known := g.lookupLocked(leaf, fp)
 	confirm := g.confirm
 	g.mu.RUnlock()
 	switch {
 	case !loaded:
 		return fp, Credential{}, errNotLoaded
 	case known:
-		return fp, cred, nil
+		return id, cred, nil
 	case enforce:
 		// A device admitted a moment ago through another member may be
 		// ahead of this member's mirror: a linearizable read decides.
@@ -152,12 +158,43 @@ func (g *gate) identify(ctx context.Context) (string, Credential, error) {
 	return fp, Credential{Kind: kind, Name: leaf.Subject.CommonName}, nil
 }
 
-// revoked reports whether the credential of fingerprint fp, which passed
+// lookupLocked finds the credential of certificate leaf (fingerprint
+// fp): its own, or one of the same key (a renewal keeps the key, and the
+// record keeps a device's renewKeep newest certificates only). id is what
+// its streams and connections are tracked by: the key's hash, or for a
+// credential recorded before keys were, the fingerprint. g.mu is held.
+func (g *gate) lookupLocked(leaf *x509.Certificate, fp string) (id string, cred Credential, ok bool) {
+	if cred, ok = g.creds[fp]; ok {
+		if cred.Key != "" {
+			return cred.Key, cred, true
+		}
+		return fp, cred, true
+	}
+	kh := keyHash(leaf)
+	for _, c := range g.creds {
+		if c.Key == kh {
+			return kh, c, true
+		}
+	}
+	return fp, Credential{}, false
+}
+
+// keyHeldLocked reports whether a credential of key hash kh is recorded.
+func (g *gate) keyHeldLocked(kh string) bool {
+	for _, c := range g.creds {
+		if c.Key == kh {
+			return true
+		}
+	}
+	return false
+}
+
+// revoked reports whether the credential of id (identify's), which passed
 // identify, was deleted since.
-func (g *gate) revoked(fp string) bool {
+func (g *gate) revoked(id string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.gone[fp]
+	return g.gone[id]
 }
 
 func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -380,7 +417,7 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 		return 0, err
 	}
 	creds, enforce := map[string]Credential{}, false
-	var token []byte
+	var token, rotate []byte
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		switch {
@@ -395,20 +432,29 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 			enforce = true
 		case k == tokenKey:
 			token = kv.Value
+		case k == rotateKey:
+			rotate = kv.Value
 		}
 	}
 	g.mu.Lock()
 	old := g.creds
 	g.creds, g.enforce, g.loaded, g.fromFile = creds, enforce, true, false
 	var dropped []string
-	for fp := range old {
+	for fp, c := range old {
 		if _, ok := creds[fp]; !ok && enforce {
 			g.gone[fp] = true
-			dropped = append(dropped, fp)
+			if c.Key == "" {
+				dropped = append(dropped, fp)
+			}
+			if c.Key != "" && !g.keyHeldLocked(c.Key) {
+				g.gone[c.Key] = true
+				dropped = append(dropped, c.Key)
+			}
 		}
 	}
-	for fp := range creds {
+	for fp, c := range creds {
 		delete(g.gone, fp)
+		delete(g.gone, c.Key)
 	}
 	g.mu.Unlock()
 	for _, fp := range dropped {
@@ -416,6 +462,9 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	}
 	if token != nil {
 		g.apply([]byte(tokenKey), token, false)
+	}
+	if rotate != nil {
+		g.apply([]byte(rotateKey), rotate, false)
 	}
 	return resp.Header.Revision, nil
 }
@@ -431,11 +480,24 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 			cred, had := g.creds[fp]
 			delete(g.creds, fp)
 			g.gone[fp] = true
-			g.mu.Unlock()
-			if had {
-				g.log.Info("A credential was revoked; its connections are closed", "kind", cred.Kind, "name", cred.Name)
+			// A renewal drops older certificates of a key the device
+			// still holds: only the last credential of a key closes
+			// the connections of that key.
+			keyGone := had && cred.Key != "" && !g.keyHeldLocked(cred.Key)
+			if keyGone {
+				g.gone[cred.Key] = true
 			}
-			g.cancelStreams(fp)
+			g.mu.Unlock()
+			switch {
+			case keyGone:
+				g.log.Info("A credential was revoked; its connections are closed", "kind", cred.Kind, "name", cred.Name)
+				g.cancelStreams(cred.Key)
+			case cred.Key == "":
+				if had {
+					g.log.Info("A credential was revoked; its connections are closed", "kind", cred.Kind, "name", cred.Name)
+				}
+				g.cancelStreams(fp)
+			}
 			return
 		}
 		var cred Credential
@@ -446,11 +508,25 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 		g.mu.Lock()
 		g.creds[fp] = cred
 		delete(g.gone, fp)
+		delete(g.gone, cred.Key)
 		g.mu.Unlock()
 	case k == enforceKey:
 		g.mu.Lock()
 		g.enforce = !deleted
 		g.mu.Unlock()
+	case k == rotateKey && !deleted:
+		at, err := time.Parse(time.RFC3339Nano, string(value))
+		if err != nil {
+			g.log.Warn("An unreadable certificate rotation in the cluster's record is ignored", "err", err)
+			return
+		}
+		g.mu.Lock()
+		changed := !at.Equal(g.rotateAt)
+		g.rotateAt = at
+		g.mu.Unlock()
+		if changed && g.onRotate != nil {
+			g.onRotate()
+		}
 	case k == tokenKey && !deleted:
 		g.mu.Lock()
 		changed := !bytes.Equal(g.token, value)

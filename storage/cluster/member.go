@@ -68,6 +68,9 @@ type Config struct {
 	// Token is the cluster token a new cluster (Join false) records for
 	// joiners; a member's token file follows the record afterwards.
 	Token []byte
+	// CertValidity is how long the member's renewed certificate lasts
+	// (0: pki.DefaultCertValidity).
+	CertValidity time.Duration
 	// scratch marks a temporary member (an import's), which records no
 	// credentials: it is no cluster anyone joins.
 	scratch bool
@@ -105,6 +108,9 @@ type Member struct {
 	stopFollow context.CancelFunc
 	// leadership probes the raft leader and places it (leadership.go).
 	leadership *leadership
+	// renewNow wakes the certificate renewal (renew.go) when a rotation
+	// asks every certificate to renew.
+	renewNow chan struct{}
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -175,6 +181,13 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{cfg: cfg, etcd: e, log: cfg.Logger, done: make(chan struct{}), closing: closing, gate: g, stopFollow: func() {},
 		learners: &learnerWatch{after: cfg.StaleLearnerAfter, since: map[uint64]time.Time{}}}
 	m.leadership = &leadership{m: m}
+	m.renewNow = make(chan struct{}, 1)
+	g.onRotate = func() {
+		select {
+		case m.renewNow <- struct{}{}:
+		default:
+		}
+	}
 	if m.peers, err = startPeerGate(peerLn, e.Peers[0].Addr().String(), cfg.Paths, g, cfg.Logger); err != nil {
 		peerLn.Close()
 		e.Close()
@@ -228,6 +241,9 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	m.peerHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true}}
 	m.background.Go(m.watchLearners)
 	m.background.Go(m.recoverSpace)
+	if !cfg.scratch {
+		m.background.Go(m.renewMember)
+	}
 	return m, nil
 }
 
@@ -250,7 +266,7 @@ func (m *Member) followTrust(ctx context.Context) error {
 	}
 	m.gate.mu.Unlock()
 	if !m.cfg.Join && !m.cfg.scratch {
-		if err := bootstrapTrust(ctx, m.local, m.gate.self, m.cfg.Name, m.cfg.Token); err != nil {
+		if err := bootstrapTrust(ctx, m.local, m.cfg.Paths.CertFile, m.cfg.Name, m.cfg.Token); err != nil {
 			return err
 		}
 	}

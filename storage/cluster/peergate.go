@@ -53,16 +53,20 @@ func startPeerGate(ln net.Listener, backend string, paths Paths, g *gate, log *s
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("cluster: peer port: no CA certificate in %s", paths.CAFile)
 	}
-	pair, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile)
-	if err != nil {
+	if _, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile); err != nil {
 		return nil, fmt.Errorf("cluster: peer port: %w", err)
 	}
 	pg := &peerGate{backend: backend, g: g, log: log, conns: map[string]map[net.Conn]struct{}{}}
 	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
+		MinVersion: tls.VersionTLS12,
+		// Read at each handshake, as etcd's own listeners do: a renewal
+		// (renew.go) swaps the certificate file, the key stays.
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(paths.CertFile, paths.KeyFile)
+			return &pair, err
+		},
+		ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs:  pool,
 		// No ALPN: etcd's loopback listener speaks HTTP/1.1 without TLS.
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
@@ -113,11 +117,16 @@ func (pg *peerGate) forward(conn *tls.Conn) {
 		pg.log.Debug("A peer connection was refused", "remote", conn.RemoteAddr().String(), "err", err)
 		return
 	}
-	fp := Fingerprint(conn.ConnectionState().PeerCertificates[0].Raw)
-	if !pg.track(fp, conn, true) {
+	// Tracked by the certificate and by its key: a revocation closes
+	// either (gate.go's lookupLocked).
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	fp, kh := Fingerprint(leaf.Raw), keyHash(leaf)
+	if !pg.track(fp, conn, true) || !pg.track(kh, conn, true) {
+		pg.track(fp, conn, false)
 		return
 	}
 	defer pg.track(fp, conn, false)
+	defer pg.track(kh, conn, false)
 	back, err := net.DialTimeout("tcp", pg.backend, 5*time.Second)
 	if err != nil {
 		pg.log.Warn("The peer port could not reach etcd", "err", err)
@@ -218,7 +227,7 @@ func (g *gate) peerAdmitted(leaf *x509.Certificate) error {
 	}
 	g.mu.RLock()
 	known, enforce := g.loaded || g.fromFile, g.enforce
-	cred, ok := g.creds[fp]
+	_, cred, ok := g.lookupLocked(leaf, fp)
 	g.mu.RUnlock()
 	if known && enforce {
 		if !ok || cred.Kind != KindMember {

@@ -32,6 +32,8 @@ type Provisioned struct {
 	generatedToken bool
 	// prefix is the members' --etcd-prefix, which replicas must share.
 	prefix string
+	// validity is --cluster-cert-validity.
+	validity time.Duration
 }
 
 // Provision readies the embedded member of --cluster-init or --join in
@@ -49,7 +51,11 @@ func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, 
 	if err != nil {
 		return nil, err
 	}
-	p := &Provisioned{paths: paths, token: token, prefix: prefix}
+	p := &Provisioned{paths: paths, token: token, prefix: prefix, validity: f.CertValidity}
+	if p.validity <= 0 {
+		p.validity = pki.DefaultCertValidity
+	}
+	defer func() { p.Config.CertValidity = p.validity }()
 	st, err := LoadState(paths)
 	switch {
 	case err == nil:
@@ -99,7 +105,7 @@ func (p *Provisioned) bootstrap(dir datadir.Layout, st State, hosts []string, lo
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := ca.IssuePeer(st.Name, hosts)
+	certPEM, keyPEM, err := ca.IssuePeer(st.Name, hosts, p.validity)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type Replica struct {
 	Endpoints []string
 	Prefix    string
 	Files     datadir.ReplicaFiles
+	// JoinedVia is the member's API URL the replica joined through, which
+	// it renews its certificate through (RenewReplica).
+	JoinedVia string
 }
 
 // PrepareReplica readies the replica of --replica --join, or of a data
@@ -56,7 +59,7 @@ func PrepareReplica(ctx context.Context, f Flags, files datadir.ReplicaFiles, lo
 			return Replica{}, err
 		}
 	}
-	return Replica{Name: st.Name, Endpoints: st.Endpoints, Prefix: st.Prefix, Files: files}, nil
+	return Replica{Name: st.Name, Endpoints: st.Endpoints, Prefix: st.Prefix, Files: files, JoinedVia: st.JoinedVia}, nil
 }
 
 // joinAsReplica runs the handshake and stores what it returns. The token

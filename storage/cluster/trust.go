@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -62,9 +63,35 @@ const (
 )
 
 // Credential is what the cluster knows of an admitted certificate.
+// Issued, NotAfter and Serial are empty on credentials recorded before
+// certificates were renewed (renew.go).
 type Credential struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
+	// Issued is when the member that recorded it signed it; a rotation
+	// (rotate-certs) renews every certificate issued before it asked.
+	Issued   time.Time `json:"issued,omitzero"`
+	NotAfter time.Time `json:"notAfter,omitzero"`
+	// Serial is the certificate's serial number in hexadecimal (for the
+	// expiry metric).
+	Serial string `json:"serial,omitempty"`
+	// Key is the SHA-256 of the certificate's public key (keyHash). A
+	// renewal keeps the key, and TLS proves its holder has it: a
+	// connection opened with a certificate the record has since dropped
+	// (renewKeep) stays admitted while a credential of the same key is
+	// recorded, and ends when the device is removed.
+	Key string `json:"key,omitempty"`
+}
+
+// keyHash is the SHA-256 of cert's SubjectPublicKeyInfo, in hexadecimal.
+func keyHash(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:])
+}
+
+// credentialOf is the credential of cert, issued now, for kind name.
+func credentialOf(cert *x509.Certificate, kind, name string) Credential {
+	return Credential{Kind: kind, Name: name, Issued: time.Now().UTC(), NotAfter: cert.NotAfter.UTC(), Serial: cert.SerialNumber.Text(16), Key: keyHash(cert)}
 }
 
 // Fingerprint is the SHA-256 of a certificate's DER, in hexadecimal.
@@ -118,11 +145,11 @@ func newToken() string {
 // recordCredential records an admitted certificate (certPEM) as kind
 // name's, through a member's client.
 func recordCredential(ctx context.Context, c *clientv3.Client, certPEM []byte, kind, name string) (string, error) {
-	fp, _, err := pemFingerprint(certPEM)
+	fp, cert, err := pemFingerprint(certPEM)
 	if err != nil {
 		return "", fmt.Errorf("cluster: record credential of %s: %w", name, err)
 	}
-	data, _ := json.Marshal(Credential{Kind: kind, Name: name})
+	data, _ := json.Marshal(credentialOf(cert, kind, name))
 	if _, err := c.Put(ctx, credentialsPrefix+fp, string(data)); err != nil {
 		return "", fmt.Errorf("cluster: record credential of %s: %w", name, err)
 	}
@@ -131,8 +158,16 @@ func recordCredential(ctx context.Context, c *clientv3.Client, certPEM []byte, k
 
 // bootstrapTrust makes a new cluster enforce its record: it records the
 // first member's certificate and the token, in one write.
-func bootstrapTrust(ctx context.Context, c *clientv3.Client, selfFP, name string, token []byte) error {
-	data, _ := json.Marshal(Credential{Kind: KindMember, Name: name})
+func bootstrapTrust(ctx context.Context, c *clientv3.Client, certFile, name string, token []byte) error {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return fmt.Errorf("cluster: record the first member's credential: %w", err)
+	}
+	selfFP, cert, err := pemFingerprint(certPEM)
+	if err != nil {
+		return fmt.Errorf("cluster: record the first member's credential: %s: %w", certFile, err)
+	}
+	data, _ := json.Marshal(credentialOf(cert, KindMember, name))
 	ops := []clientv3.Op{clientv3.OpPut(credentialsPrefix+selfFP, string(data)), clientv3.OpPut(enforceKey, "1")}
 	if len(token) > 0 {
 		ops = append(ops, clientv3.OpPut(tokenKey, string(token)))

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/storage/etcd"
 )
@@ -198,7 +199,7 @@ func TestRevokeAndMintedCertificates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	minted, mintedKey, err := ca.IssuePeer("m1", []string{"127.0.0.1", "localhost"})
+	minted, mintedKey, err := ca.IssuePeer("m1", []string{"127.0.0.1", "localhost"}, pki.CAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

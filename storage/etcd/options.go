@@ -149,11 +149,19 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, errors.New("etcd client certificate and key must be given together")
 	}
 	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
 			return nil, fmt.Errorf("etcd client certificate: %w", err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		// Read at each handshake: a renewed certificate (an embedded
+		// cluster's replica renews its own, keeping its key) is used from
+		// the next connection on, without a restart.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("etcd client certificate: %w", err)
+			}
+			return &cert, nil
+		}
 	}
 	return cfg, nil
 }

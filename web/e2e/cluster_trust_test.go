@@ -117,7 +117,7 @@ func TestClusterRemovedMemberStaysOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mintedCert, mintedKey, err := ca.IssuePeer("m1", []string{"127.0.0.1", "::1", "localhost"})
+	mintedCert, mintedKey, err := ca.IssuePeer("m1", []string{"127.0.0.1", "::1", "localhost"}, pki.CAValidity)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package clusterapi
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Member is one member as GET StatusPath reports it.
 type Member struct {
@@ -55,6 +58,11 @@ type Status struct {
 	// (a linearizable read through the leader), in milliseconds; absent
 	// before the first probe.
 	QuorumRoundTripMs int64 `json:"quorumRoundTripMs,omitempty"`
+	// Certificates are the newest certificate of every member and
+	// replica, from the cluster's record.
+	Certificates []Certificate `json:"certificates,omitempty"`
+	// RotateCertsRequestedAt is the last rotate-certs' time.
+	RotateCertsRequestedAt time.Time `json:"rotateCertsRequestedAt,omitzero"`
 }
 
 // SlowLeader is a member's finding that the etcd leader is slow: its

@@ -22,11 +22,11 @@ import (
 var Command = cli.Command{
 	Name:     "cluster",
 	Synopsis: commandSynopsis,
-	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME, move-leader [NAME])",
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME, move-leader [NAME], rotate-certs, rotate-token)",
 	Run:      run,
 }
 
-const commandSynopsis = "cluster status|members|remove NAME|revoke NAME|move-leader [NAME] [flags]"
+const commandSynopsis = "cluster status|members|remove NAME|revoke NAME|move-leader [NAME]|rotate-certs|rotate-token [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
@@ -48,7 +48,15 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
   move-leader [NAME]
                 hand the etcd leadership to member NAME (default: the member that
                 answers fastest), as when "status" reports the leader slow; it returns
-                once NAME leads (writes pause for about a round trip)`
+                once NAME leads (writes pause for about a round trip)
+  rotate-certs  renew every member's and replica's certificate now (they renew by
+                themselves at about two thirds of --cluster-cert-validity): members
+                at once, replicas at their next check (within a minute); it waits
+                (up to --timeout) until every device holds a certificate issued
+                after the request, and lists those that do not. No restart: each
+                TLS end reads its certificate per handshake, and the key stays
+  rotate-token  replace the cluster token: every member writes the new one to its
+                DATA/cluster/token; the old one admits no new device`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
@@ -135,6 +143,9 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		}
 		printMembers(stdout, st)
 		printStale(stdout, st)
+		if rest[0] == "status" {
+			printCertificates(stdout, st)
+		}
 		return cli.ExitOK
 	case "remove", "revoke":
 		// One operation on the server: a name is a member's or a
@@ -153,6 +164,19 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		fmt.Fprintf(stdout, "%s %s; its certificates are refused by every member\n"+
 			"the cluster token was rotated: new joins need the one in DATA/cluster/token on any member\n", what, rest[1])
 		return cli.ExitOK
+	case "rotate-certs", "rotate-token":
+		if len(rest) != 1 {
+			return usage(rest[0] + " takes no arguments")
+		}
+		if rest[0] == "rotate-token" {
+			if err := c.Do(ctx, http.MethodPost, clusterapi.RotateTokenPath, struct{}{}, &map[string]string{}); err != nil {
+				fmt.Fprintf(stderr, "leasehold cluster: rotate-token: %v\n", err)
+				return cli.ExitFailure
+			}
+			fmt.Fprintln(stdout, "the cluster token was rotated: new joins need the one now in DATA/cluster/token on any member")
+			return cli.ExitOK
+		}
+		return rotateCerts(ctx, c, stdout, stderr)
 	case "move-leader":
 		if len(rest) > 2 {
 			return usage("move-leader takes at most one name")
@@ -264,6 +288,61 @@ func printMembers(w io.Writer, st clusterapi.Status) {
 			peer = m.PeerURLs[0]
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%t\t%d\t%d\t%s\t%s\n", memberName(m), m.ID, m.Leader, m.Healthy, m.Learner, m.RaftIndex, m.DBSize, peer, m.Error)
+	}
+	_ = tw.Flush()
+}
+
+// rotateCerts asks every device to renew its certificate, then waits
+// until each holds one issued after the request.
+func rotateCerts(ctx context.Context, c *lease.Client, stdout, stderr io.Writer) int {
+	var resp clusterapi.RotateCertsResponse
+	if err := c.Do(ctx, http.MethodPost, clusterapi.RotateCertsPath, struct{}{}, &resp); err != nil {
+		fmt.Fprintf(stderr, "leasehold cluster: rotate-certs: %v\n", err)
+		return cli.ExitFailure
+	}
+	fmt.Fprintf(stdout, "rotation asked at %s; waiting for every member and replica to renew\n", resp.RequestedAt.Format(time.RFC3339))
+	var pending []string
+	for {
+		st, err := GetStatus(ctx, c)
+		if err == nil {
+			pending = pending[:0]
+			for _, cert := range st.Certificates {
+				if cert.Issued.Before(resp.RequestedAt) {
+					pending = append(pending, cert.Kind+" "+cert.Name)
+				}
+			}
+			if len(pending) == 0 {
+				printCertificates(stdout, st)
+				fmt.Fprintln(stdout, "every certificate was renewed")
+				return cli.ExitOK
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "leasehold cluster: rotate-certs: not renewed within --timeout: %s (a device that is off renews when it starts; see its log)\n", strings.Join(pending, ", "))
+			return cli.ExitFailure
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// printCertificates lists every device's newest certificate: when it
+// expires and when its holder renews it.
+func printCertificates(w io.Writer, st clusterapi.Status) {
+	if len(st.Certificates) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CERTIFICATE\tKIND\tNOT AFTER\tEXPIRES IN\tRENEWS AT\tWARNING")
+	for _, c := range st.Certificates {
+		notAfter, in, renew := "(unrecorded)", "", ""
+		if !c.NotAfter.IsZero() {
+			notAfter = c.NotAfter.UTC().Format(time.RFC3339)
+			in = (time.Duration(c.ExpiresInSeconds) * time.Second).String()
+			renew = c.RenewAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Kind, notAfter, in, renew, c.Warning)
 	}
 	_ = tw.Flush()
 }

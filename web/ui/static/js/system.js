@@ -140,7 +140,25 @@ function clusterSection(s) {
       return h('tr', { 'data-member': m.name, class: m.name === c.self ? 'self' : '' },
         cells.map((cell, i) => h('td', { 'data-label': MEMBER_COLS[i] }, cell)));
     }))));
-  return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title, summary, table)];
+  return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title, summary, table, certificatesTable(c))];
+}
+
+const CERT_COLS = ['Certificate', 'Kind', 'Expires', 'Renews', 'Warning'];
+
+// certificatesTable lists every member's and replica's newest
+// certificate: its expiry, when its holder renews it, and a warning when
+// it nears its expiry without a renewal.
+function certificatesTable(c) {
+  const certs = c.certificates || [];
+  if (!certs.length) return [];
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'certificates' },
+    h('thead', {}, h('tr', {}, CERT_COLS.map((col) => h('th', { scope: 'col' }, col)))),
+    h('tbody', {}, certs.map((x) => {
+      const expires = x.expiresInSeconds > 0 ? `in ${dur(x.expiresInSeconds * 1000)}` : 'expired';
+      const cells = [x.name, x.kind, x.notAfter ? `${x.notAfter} (${expires})` : 'unrecorded',
+        x.renewAt || '—', x.warning ? h('span', { class: 'badge s-expired' }, x.warning) : '—'];
+      return h('tr', { 'data-certificate': x.name }, cells.map((cell, i) => h('td', { 'data-label': CERT_COLS[i] }, cell)));
+    }))));
 }
 
 // staleText says how long a learner has not answered and when the etcd

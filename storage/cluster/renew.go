@@ -1,0 +1,396 @@
+package cluster
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/internal/pki"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
+)
+
+// Certificate renewal.
+//
+// Members' and replicas' certificates last --cluster-cert-validity (a
+// year by default) and their holders renew them at about two thirds of
+// their life (pki.RenewAt, with a jitter taken from the certificate's
+// fingerprint, so that a restart does not move it). A renewal keeps the
+// key: the CA signs the same public key again with the same names. That
+// makes it a file swap for every TLS end that reads the certificate per
+// handshake (etcd's listeners and dialers, through transport.TLSInfo's
+// GetCertificate/GetClientCertificate; the peer gate; storage/etcd's
+// client): only the certificate file changes, atomically, and the key
+// file a handshake reads with it is the same, so no handshake ever sees
+// a certificate and a key that do not match. Open connections keep the
+// certificate they started with, which stays admitted: the record keeps
+// each device's two newest certificates (renewKeep), and drops older
+// ones, whose connections are then closed and re-dialled with the newest.
+//
+// A member signs its own renewal with the CA key it holds, records it,
+// waits renewSettle for the other members to apply the record (their peer
+// gates check a peer's certificate against their copy), then swaps the
+// file. A replica asks a member (clusterapi.RenewPath) with its
+// certificate and a request signed by its key.
+//
+// rotate-certs writes rotateKey: every member renews at once (it follows
+// the record), every replica at its next check (renewCheckEvery).
+
+// rotateKey holds the last rotate-certs' time (RFC 3339).
+const rotateKey = trustPrefix + "rotate-certs"
+
+// renewKeep is how many certificates of one device the record keeps: the
+// newest, and the one its open connections may still use.
+const renewKeep = 2
+
+// renewSettle is how long a member waits between recording its renewed
+// certificate and using it: the other members' peer gates admit it once
+// they applied the record (milliseconds on a healthy cluster).
+const renewSettle = 2 * time.Second
+
+// jitterOf is a number in [0, 1) fixed by the certificate.
+func jitterOf(fp string) float64 {
+	n, _ := strconv.ParseUint(fp[:4], 16, 16)
+	return float64(n) / 65536
+}
+
+// renewalDue reports whether cert (whose credential is cred, possibly
+// empty) must renew now, and when it will otherwise: at its renewal
+// point, or at once when a rotation asked after it was issued.
+func renewalDue(cert *x509.Certificate, fp string, cred Credential, rotateAt, now time.Time) (bool, time.Time) {
+	at := pki.RenewAt(cert.NotBefore, cert.NotAfter, jitterOf(fp))
+	issued := cred.Issued
+	if issued.IsZero() {
+		issued = cert.NotBefore
+	}
+	if !rotateAt.IsZero() && issued.Before(rotateAt) {
+		at = now
+	}
+	return !now.Before(at), at
+}
+
+// warnWithin is how close to its expiry a certificate is warned about: 30
+// days, or a quarter of its life when shorter (its holder renews at about
+// two thirds: a quarter left means renewals failed for a while).
+func warnWithin(notBefore, notAfter time.Time) time.Duration {
+	return min(30*24*time.Hour, notAfter.Sub(notBefore)/4)
+}
+
+// renewCheckMax bounds how long the renewal loops sleep: a wall clock
+// that was set after they started (a device that booted in 1970) is
+// taken into account within it.
+const renewCheckMax = time.Hour
+
+// renewCheckEvery is how often a replica asks whether a rotation wants it
+// to renew: a minute, or a twentieth of a short certificate's life.
+func renewCheckEvery(cert *x509.Certificate) time.Duration {
+	return max(time.Second, min(time.Minute, cert.NotAfter.Sub(cert.NotBefore)/20))
+}
+
+// renewBackoff is the wait after a failed renewal: a twentieth of the
+// certificate's life, between a second and ten minutes.
+func renewBackoff(cert *x509.Certificate) time.Duration {
+	return max(time.Second, min(10*time.Minute, cert.NotAfter.Sub(cert.NotBefore)/20))
+}
+
+// readCert reads the PEM certificate in file with its fingerprint.
+func readCert(file string) (*x509.Certificate, string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster: %w", err)
+	}
+	fp, cert, err := pemFingerprint(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster: %s: %w", file, err)
+	}
+	return cert, fp, nil
+}
+
+// renewMember is the member's renewal loop (one of its background
+// goroutines).
+func (m *Member) renewMember() {
+	var retry time.Duration
+	for {
+		wait := renewCheckMax
+		cert, fp, err := readCert(m.cfg.Paths.CertFile)
+		if err == nil {
+			m.gate.mu.RLock()
+			cred, rotateAt := m.gate.creds[fp], m.gate.rotateAt
+			m.gate.mu.RUnlock()
+			_, at := renewalDue(cert, fp, cred, rotateAt, time.Now())
+			wait = min(wait, max(0, time.Until(at)))
+		}
+		if retry > 0 {
+			wait = min(wait, retry)
+		}
+		select {
+		case <-m.done:
+			return
+		case <-m.renewNow:
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+renewSettle)
+		err = m.renewOwn(ctx)
+		cancel()
+		if err != nil {
+			retry = time.Minute
+			if cert != nil {
+				retry = renewBackoff(cert)
+			}
+			m.log.Warn("Could not renew the member's certificate; retrying", "member", m.cfg.Name, "retry_in", retry.String(), "err", err)
+			continue
+		}
+		retry = 0
+	}
+}
+
+// renewOwn renews the member's certificate when it is due.
+func (m *Member) renewOwn(ctx context.Context) error {
+	cert, fp, err := readCert(m.cfg.Paths.CertFile)
+	if err != nil {
+		return err
+	}
+	m.gate.mu.RLock()
+	cred, rotateAt := m.gate.creds[fp], m.gate.rotateAt
+	m.gate.mu.RUnlock()
+	if due, _ := renewalDue(cert, fp, cred, rotateAt, time.Now()); !due {
+		return nil
+	}
+	certPEM, err := m.reissue(ctx, cert, KindMember, m.cfg.Name)
+	if err != nil {
+		return err
+	}
+	select { // the other members' peer gates apply the record
+	case <-time.After(renewSettle):
+	case <-m.done:
+		return errors.New("the member is closing")
+	}
+	if err := WriteFile(m.cfg.Paths.CertFile, certPEM, 0o644); err != nil {
+		return err
+	}
+	if renewed, err := pki.ParseCertificate(certPEM); err == nil {
+		m.log.Info("Renewed the member's certificate", "member", m.cfg.Name, "not_after", renewed.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// reissue signs a renewal of old for kind name with the CA, records it,
+// and drops the device's certificates beyond the renewKeep newest.
+func (m *Member) reissue(ctx context.Context, old *x509.Certificate, kind, name string) ([]byte, error) {
+	ca, err := loadCA(m.cfg.Paths)
+	if err != nil {
+		return nil, err
+	}
+	validity := m.cfg.CertValidity
+	if validity <= 0 {
+		validity = pki.DefaultCertValidity
+	}
+	certPEM, err := ca.Resign(old, validity)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := recordCredential(clientv3.WithRequireLeader(ctx), m.client, certPEM, kind, name); err != nil {
+		return nil, err
+	}
+	if err := pruneCredentials(clientv3.WithRequireLeader(ctx), m.client, kind, name); err != nil {
+		m.log.Warn("Could not drop the older certificates of a renewed device", "kind", kind, "name", name, "err", err)
+	}
+	return certPEM, nil
+}
+
+func loadCA(p Paths) (*pki.Authority, error) {
+	caCert, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA: %w", err)
+	}
+	caKey, err := os.ReadFile(p.CAKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA key: %w", err)
+	}
+	return pki.ParseAuthority(caCert, caKey)
+}
+
+// pruneCredentials deletes the credentials of kind name beyond its
+// renewKeep newest, in one write.
+func pruneCredentials(ctx context.Context, c *clientv3.Client, kind, name string) error {
+	resp, err := c.Get(ctx, credentialsPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		key  string
+		cred Credential
+	}
+	var mine []entry
+	for _, kv := range resp.Kvs {
+		var cred Credential
+		if json.Unmarshal(kv.Value, &cred) == nil && cred.Kind == kind && cred.Name == name {
+			mine = append(mine, entry{string(kv.Key), cred})
+		}
+	}
+	if len(mine) <= renewKeep {
+		return nil
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].cred.Issued.After(mine[j].cred.Issued) })
+	var ops []clientv3.Op
+	for _, e := range mine[renewKeep:] {
+		ops = append(ops, clientv3.OpDelete(e.key))
+	}
+	_, err = c.Txn(ctx).Then(ops...).Commit()
+	return err
+}
+
+// Renew answers a replica's (or a member's) renewal request: the
+// certificate must be one the record holds, unexpired and chained to the
+// CA, and the request signed by its key. It returns the renewal, or when
+// the certificate is not due, when it is.
+func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (clusterapi.RenewResponse, error) {
+	var out clusterapi.RenewResponse
+	if len(req.Cert) > clusterapi.MaxCSRBytes || len(req.CSR) > clusterapi.MaxCSRBytes {
+		return out, fmt.Errorf("%w: cert or csr too large", clusterapi.ErrInvalidRequest)
+	}
+	fp, cert, err := pemFingerprint([]byte(req.Cert))
+	if err != nil {
+		return out, fmt.Errorf("%w: cert: %w", clusterapi.ErrInvalidRequest, err)
+	}
+	csr, err := pki.ParseCSR([]byte(req.CSR))
+	if err != nil {
+		return out, fmt.Errorf("%w: csr: %w", clusterapi.ErrInvalidRequest, err)
+	}
+	pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(csr.PublicKey) {
+		return out, fmt.Errorf("%w: the csr is not signed by the certificate's key", clusterapi.ErrInvalidRequest)
+	}
+	caPEM, err := os.ReadFile(s.p.paths.CAFile)
+	if err != nil {
+		return out, fmt.Errorf("cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return out, fmt.Errorf("%w: %w (a device whose certificate expired joins again: docs/cluster.md)", clusterapi.ErrNotAdmitted, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	// One linearizable read of the credential and the last rotation: a
+	// renewal right after a rotate-certs sees it, whatever this member's
+	// mirror of the record has applied yet.
+	resp, err := s.m.client.Txn(clientv3.WithRequireLeader(rctx)).Then(clientv3.OpGet(credentialsPrefix+fp), clientv3.OpGet(rotateKey)).Commit()
+	if err != nil {
+		return out, fmt.Errorf("%w: read the record: %w", clusterapi.ErrTryAgain, err)
+	}
+	var cred Credential
+	credKVs, rotateKVs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	if len(credKVs) == 0 || json.Unmarshal(credKVs[0].Value, &cred) != nil {
+		return out, fmt.Errorf("%w: the cluster does not admit this certificate (its device was removed or revoked, or it was replaced by two renewals since)", clusterapi.ErrNotAdmitted)
+	}
+	var rotateAt time.Time
+	if len(rotateKVs) > 0 {
+		rotateAt, _ = time.Parse(time.RFC3339Nano, string(rotateKVs[0].Value))
+	}
+	if due, at := renewalDue(cert, fp, cred, rotateAt, time.Now()); !due {
+		return clusterapi.RenewResponse{RenewAt: at.UTC()}, nil
+	}
+	certPEM, err := s.m.reissue(rctx, cert, cred.Kind, cred.Name)
+	if err != nil {
+		return out, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
+	}
+	s.m.log.Info("Renewed a certificate", "kind", cred.Kind, "name", cred.Name)
+	return clusterapi.RenewResponse{Cert: string(certPEM), CACert: string(caPEM)}, nil
+}
+
+// RotateCerts asks every member and replica to renew its certificate
+// now: the members at once, the replicas at their next check.
+func (s *Membership) RotateCerts(ctx context.Context) (clusterapi.RotateCertsResponse, error) {
+	at := time.Now().UTC()
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if _, err := s.m.client.Put(clientv3.WithRequireLeader(ctx), rotateKey, at.Format(time.RFC3339Nano)); err != nil {
+		return clusterapi.RotateCertsResponse{}, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
+	}
+	s.m.log.Info("Certificate rotation asked: every member and replica renews its certificate")
+	return clusterapi.RotateCertsResponse{RequestedAt: at}, nil
+}
+
+// RotateToken replaces the cluster token: every member writes the new one
+// to its token file; a device holding the old one can no longer join.
+func (s *Membership) RotateToken(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	if _, err := s.m.client.Put(clientv3.WithRequireLeader(ctx), tokenKey, newToken()); err != nil {
+		return fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
+	}
+	s.m.log.Info("The cluster token was rotated")
+	return nil
+}
+
+// Certificates lists the newest certificate of every member and replica
+// as this member applied the record.
+func (s *Membership) Certificates() []clusterapi.Certificate {
+	g := s.m.gate
+	g.mu.RLock()
+	newest := map[[2]string]struct {
+		fp   string
+		cred Credential
+	}{}
+	for fp, c := range g.creds {
+		k := [2]string{c.Kind, c.Name}
+		if cur, ok := newest[k]; !ok || c.Issued.After(cur.cred.Issued) {
+			newest[k] = struct {
+				fp   string
+				cred Credential
+			}{fp, c}
+		}
+	}
+	rotateAt := g.rotateAt
+	g.mu.RUnlock()
+	now := time.Now()
+	out := make([]clusterapi.Certificate, 0, len(newest))
+	for _, n := range newest {
+		c := clusterapi.Certificate{Kind: n.cred.Kind, Name: n.cred.Name, Serial: n.cred.Serial, Issued: n.cred.Issued, NotAfter: n.cred.NotAfter}
+		if !c.NotAfter.IsZero() {
+			c.ExpiresInSeconds = int64(c.NotAfter.Sub(now) / time.Second)
+			// The credential does not hold NotBefore: the issue time is
+			// within pki.Backdate of it.
+			life := c.NotAfter.Sub(c.Issued)
+			notBefore := c.Issued.Add(-pki.Backdate(life))
+			c.RenewAt = pki.RenewAt(notBefore, c.NotAfter, jitterOf(n.fp)).UTC()
+			if !rotateAt.IsZero() && c.Issued.Before(rotateAt) {
+				c.RenewAt = rotateAt
+			}
+			if left := c.NotAfter.Sub(now); left < warnWithin(notBefore, c.NotAfter) {
+				c.Warning = fmt.Sprintf("expires in %s: its holder has not renewed it (off, or renewals fail: see its log)", left.Round(time.Second))
+				if left <= 0 {
+					c.Warning = "expired: the device must join again (docs/cluster.md)"
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// CertificatesNote is /readyz's warning (not a failure) while a member's
+// or replica's certificate nears its expiry; "" otherwise.
+func (s *Membership) CertificatesNote() string {
+	for _, c := range s.Certificates() {
+		if c.Warning != "" {
+			return "a cluster certificate nears its expiry (leasehold cluster status names it)"
+		}
+	}
+	return ""
+}
