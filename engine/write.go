@@ -33,6 +33,10 @@ type writeResult struct {
 	// deleted is set when the update removed the last finalizer of an
 	// object being deleted, which deletes it.
 	deleted bool
+	// written is set when a compare-and-swap on the live object's
+	// revision (or a create of a missing key) succeeded: the read it was
+	// computed from was then the latest state (guaranteedUpdate).
+	written bool
 }
 
 // guaranteedUpdate is kube-apiserver's Store.Update on top of
@@ -41,8 +45,28 @@ type writeResult struct {
 // write races.
 func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name string, uidPrecondition string, dryRun bool, transform transformFunc) (writeResult, error) {
 	key := k.key(namespace, name)
+	// The first read may be a stale one (storage.StaleReader: on a
+	// cluster, no quorum round), as kube-apiserver starts an update from
+	// its watch cache: the write that follows is a compare-and-swap on
+	// the revision read, so a result that was written was computed from
+	// the latest state, as if the read had been linearizable. Any other
+	// outcome (a conflict, a no-op, a refusal, an error, a dry run, which
+	// writes nothing) could come from a stale state: it is decided again
+	// from a linearizable read.
+	stale, _ := e.store.(storage.StaleReader)
+	if dryRun {
+		stale = nil
+	}
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		kv, err := e.store.Get(ctx, key)
+		var (
+			kv  storage.KeyValue
+			err error
+		)
+		if stale != nil {
+			kv, err = stale.GetStale(ctx, key)
+		} else {
+			kv, err = e.store.Get(ctx, key)
+		}
 		exists := err == nil
 		if err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return writeResult{}, storageError(err)
@@ -77,6 +101,11 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 			res, retry, err = e.createForUpdate(ctx, k, key, namespace, obj, dryRun)
 		} else {
 			res, retry, err = e.updateExisting(ctx, k, key, &kv, namespace, name, obj, live, newRV, dryRun)
+		}
+		if stale != nil && (retry || err != nil || !res.written) {
+			stale = nil
+			attempt-- // the stale attempt does not count
+			continue
 		}
 		if retry {
 			continue
@@ -119,7 +148,7 @@ func (e *Engine) createForUpdate(ctx context.Context, k *kind, key, namespace st
 		e.events.noteCreate(len(data))
 	}
 	obj.SetResourceVersion(formatRV(created.ModRevision))
-	return writeResult{obj: obj, created: true}, false, nil
+	return writeResult{obj: obj, created: true, written: true}, false, nil
 }
 
 // updateExisting is guaranteedUpdate's compare-and-swap of the stored kv
@@ -160,7 +189,7 @@ func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *st
 			}
 			return writeResult{}, false, storageError(err)
 		}
-		return writeResult{obj: obj, deleted: true}, false, nil
+		return writeResult{obj: obj, deleted: true, written: true}, false, nil
 	}
 	if dryRun {
 		return writeResult{obj: obj}, false, nil
@@ -173,7 +202,7 @@ func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *st
 		return writeResult{}, false, storageError(err)
 	}
 	obj.SetResourceVersion(formatRV(updated.ModRevision))
-	return writeResult{obj: obj}, false, nil
+	return writeResult{obj: obj, written: true}, false, nil
 }
 
 // keepManagedFieldsTimes returns the encoding of obj to store. When only
