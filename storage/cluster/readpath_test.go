@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,9 @@ import (
 // the two; no read fails with etcd's "leader changed" (the in-process
 // client has no retry interceptor: the store retries such a read, which
 // read nothing, as etcd's client does for kube-apiserver). A stale read
-// (GetStale) never runs ahead of the linearizable one.
+// (GetStale) never runs ahead of the linearizable one. A write the
+// hand-over made raft drop ("raft proposal dropped": never in the log) is
+// sent again, not failed.
 func TestInProcessReadsAcrossMembers(t *testing.T) {
 	ctx := context.Background()
 	ca := newTestCA(t, "test-ca")
@@ -84,6 +87,9 @@ func TestInProcessReadsAcrossMembers(t *testing.T) {
 			moveLeader(ctx, t, members)
 		}
 		next, err := writer.Update(ctx, "/k", fmt.Appendf(nil, "%d", i), kv.ModRevision)
+		if err != nil && strings.Contains(err.Error(), "raft proposal dropped") {
+			t.Errorf("write %d failed with etcd's %q: it never reached the log, the store must send it again", i, err)
+		}
 		if err != nil {
 			// The hand-over may end a write with an unknown outcome: read
 			// what it left, and go on from there.

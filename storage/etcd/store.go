@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -216,11 +218,24 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	if write {
-		var stop func()
-		ctx, stop = s.endOnLeaderChange(ctx)
-		defer stop()
-		_, err := op(ctx, s.client.KV)
-		return leaderChangedErr(ctx, err)
+		for {
+			wctx, stop := s.endOnLeaderChange(ctx)
+			_, err := op(wctx, s.client.KV)
+			err = leaderChangedErr(wctx, err)
+			stop()
+			if !proposalDropped(err) {
+				return err
+			}
+			// The member's raft dropped the proposal (a leadership
+			// hand-over under way, or no leader known yet): it was never
+			// in the log, so sending it again is safe, and the next
+			// leader takes it.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(readRetryPause):
+			}
+		}
 	}
 	for {
 		_, err := op(ctx, s.client.KV)
@@ -238,6 +253,13 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 		case <-time.After(readRetryPause):
 		}
 	}
+}
+
+// proposalDropped reports etcd's "raft proposal dropped": the member's
+// raft refused the write before it reached the log.
+func proposalDropped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && strings.Contains(st.Message(), "raft proposal dropped")
 }
 
 // readRetryPause is the pause before a read that a leader change ended is
