@@ -110,6 +110,20 @@ func TestUpdateFromStaleRead(t *testing.T) {
 		t.Fatalf("stored holder %q after the refused updates, want h4", *got.Spec.HolderIdentity)
 	}
 
+	// The lease deleted and created again (a new UID) where the member
+	// still holds the old one: a renewal of the new one with its UID
+	// passes (the UID precondition is checked against the latest state).
+	lagging.lag(t, key)
+	if _, _, err := env.e.Delete(ctx, scope, "l", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := env.mustCreate(t, "default", newLease("l"))
+	again.Spec.HolderIdentity = ptr("h6")
+	if _, _, err := member.Update(ctx, scope, "l", again, &metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("renewal of the lease created again (new UID) through a member holding the old one: %v", err)
+	}
+	lagging.lag(t, key)
+
 	// A dry run writes nothing that would check a stale read.
 	before = lagging.stale.Load()
 	if _, _, err := member.Update(ctx, scope, "l", old, &metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsConflict(err) {
