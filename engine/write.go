@@ -33,6 +33,10 @@ type writeResult struct {
 	// deleted is set when the update removed the last finalizer of an
 	// object being deleted, which deletes it.
 	deleted bool
+	// written is set when a compare-and-swap on the live object's
+	// revision (or a create of a missing key) succeeded: the read it was
+	// computed from was then the latest state (guaranteedUpdate).
+	written bool
 }
 
 // guaranteedUpdate is kube-apiserver's Store.Update on top of
@@ -41,42 +45,27 @@ type writeResult struct {
 // write races.
 func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name string, uidPrecondition string, dryRun bool, transform transformFunc) (writeResult, error) {
 	key := k.key(namespace, name)
+	// The first read may be a stale one (storage.StaleReader: on a
+	// cluster, no quorum round), as kube-apiserver starts an update from
+	// its watch cache: the write that follows is a compare-and-swap on
+	// the revision read, so a result that was written was computed from
+	// the latest state, as if the read had been linearizable. Any other
+	// outcome (a conflict, a no-op, a refusal, an error but a timeout, a
+	// dry run, which writes nothing) could come from a stale state: it is
+	// decided again from a linearizable read.
+	stale, _ := e.store.(storage.StaleReader)
+	if dryRun {
+		stale = nil
+	}
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		kv, err := e.store.Get(ctx, key)
-		exists := err == nil
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return writeResult{}, storageError(err)
-		}
-		var live object
-		if exists {
-			if live, err = k.decode(kv.Value, kv.ModRevision); err != nil {
-				e.noteUndecodable(ctx, kv, err)
-				return writeResult{}, k.corruptObject(namespace, name, err)
-			}
-		} else {
-			live = k.newObj()
-		}
-		if uidPrecondition != "" && string(live.GetUID()) != uidPrecondition {
-			return writeResult{}, k.uidPreconditionFailed(namespace, name, uidPrecondition, string(live.GetUID()))
-		}
-		obj, err := transform(ctx, live, exists)
-		if err != nil {
-			return writeResult{}, err
-		}
-		// Store.Update parses the new object's resourceVersion before it
-		// knows whether it creates, so a malformed one fails both ways.
-		newRV, err := objectRV(obj)
-		if err != nil {
-			return writeResult{}, err
-		}
-		var (
-			res   writeResult
-			retry bool
-		)
-		if !exists {
-			res, retry, err = e.createForUpdate(ctx, k, key, namespace, obj, dryRun)
-		} else {
-			res, retry, err = e.updateExisting(ctx, k, key, &kv, namespace, name, obj, live, newRV, dryRun)
+		res, retry, err := e.updateAttempt(ctx, k, key, namespace, name, uidPrecondition, dryRun, transform, stale)
+		// A timeout is final: a write whose outcome is unknown may have
+		// been applied, and its client must be told so (504), as from a
+		// linearizable start.
+		if stale != nil && !apierrors.IsTimeout(err) && (retry || err != nil || !res.written) {
+			stale = nil
+			attempt-- // the stale attempt does not count
+			continue
 		}
 		if retry {
 			continue
@@ -84,6 +73,54 @@ func (e *Engine) guaranteedUpdate(ctx context.Context, k *kind, namespace, name 
 		return res, err
 	}
 	return writeResult{}, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))
+}
+
+// updateAttempt is one read-transform-write round of guaranteedUpdate;
+// its read is stale's when stale is set. retry is set when another write
+// won the race, so that the caller reads again.
+func (e *Engine) updateAttempt(ctx context.Context, k *kind, key, namespace, name, uidPrecondition string, dryRun bool,
+	transform transformFunc, stale storage.StaleReader) (_ writeResult, retry bool, _ error) {
+	var (
+		kv  storage.KeyValue
+		err error
+	)
+	if stale != nil {
+		kv, err = stale.GetStale(ctx, key)
+	} else {
+		kv, err = e.store.Get(ctx, key)
+	}
+	exists := err == nil
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return writeResult{}, false, storageError(err)
+	}
+	var live object
+	if exists {
+		if live, err = k.decode(kv.Value, kv.ModRevision); err != nil {
+			if stale == nil { // the linearizable read that follows notes it
+				e.noteUndecodable(ctx, kv, err)
+			}
+			return writeResult{}, false, k.corruptObject(namespace, name, err)
+		}
+	} else {
+		live = k.newObj()
+	}
+	if uidPrecondition != "" && string(live.GetUID()) != uidPrecondition {
+		return writeResult{}, false, k.uidPreconditionFailed(namespace, name, uidPrecondition, string(live.GetUID()))
+	}
+	obj, err := transform(ctx, live, exists)
+	if err != nil {
+		return writeResult{}, false, err
+	}
+	// Store.Update parses the new object's resourceVersion before it
+	// knows whether it creates, so a malformed one fails both ways.
+	newRV, err := objectRV(obj)
+	if err != nil {
+		return writeResult{}, false, err
+	}
+	if !exists {
+		return e.createForUpdate(ctx, k, key, namespace, obj, dryRun)
+	}
+	return e.updateExisting(ctx, k, key, &kv, namespace, name, obj, live, newRV, dryRun)
 }
 
 // createForUpdate is guaranteedUpdate's create of an object that does not
@@ -119,7 +156,7 @@ func (e *Engine) createForUpdate(ctx context.Context, k *kind, key, namespace st
 		e.events.noteCreate(len(data))
 	}
 	obj.SetResourceVersion(formatRV(created.ModRevision))
-	return writeResult{obj: obj, created: true}, false, nil
+	return writeResult{obj: obj, created: true, written: true}, false, nil
 }
 
 // updateExisting is guaranteedUpdate's compare-and-swap of the stored kv
@@ -160,7 +197,7 @@ func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *st
 			}
 			return writeResult{}, false, storageError(err)
 		}
-		return writeResult{obj: obj, deleted: true}, false, nil
+		return writeResult{obj: obj, deleted: true, written: true}, false, nil
 	}
 	if dryRun {
 		return writeResult{obj: obj}, false, nil
@@ -173,7 +210,7 @@ func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *st
 		return writeResult{}, false, storageError(err)
 	}
 	obj.SetResourceVersion(formatRV(updated.ModRevision))
-	return writeResult{obj: obj}, false, nil
+	return writeResult{obj: obj, written: true}, false, nil
 }
 
 // keepManagedFieldsTimes returns the encoding of obj to store. When only

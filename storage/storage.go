@@ -183,6 +183,18 @@ type Stats struct {
 	QuotaBytes int64 `json:"quotaBytes,omitempty"`
 }
 
+// StaleReader is implemented by backends whose Get pays for being
+// linearizable (etcd: a quorum round through the raft leader) and that
+// have a cheaper read of the member's own applied state, which may lag
+// writes acknowledged elsewhere. Its only safe use is the read that a
+// compare-and-swap on the revision read then checks (engine's update
+// loop): never an answer to a client.
+type StaleReader interface {
+	// GetStale returns key as the backend last applied it, or
+	// ErrNotFound; it may miss writes acknowledged elsewhere.
+	GetStale(ctx context.Context, key string) (KeyValue, error)
+}
+
 // StatsReporter is implemented by backends that can describe themselves.
 type StatsReporter interface {
 	Stats(ctx context.Context) (Stats, error)

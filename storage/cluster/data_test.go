@@ -21,7 +21,7 @@ import (
 // testCA is a cluster CA, as Provision makes one.
 type testCA = pki.Authority
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newTestCA(t testing.TB, name string) *testCA {
 	t.Helper()
 	ca, err := pki.NewAuthority(name)
 	if err != nil {
@@ -32,7 +32,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 
 // writeMember writes the CA and a peer certificate for member name on
 // 127.0.0.1 into p.
-func writeMember(t *testing.T, ca *testCA, p Paths, name string) {
+func writeMember(t testing.TB, ca *testCA, p Paths, name string) {
 	t.Helper()
 	cert, key, err := ca.IssuePeer(name, []string{"127.0.0.1"}, pki.CAValidity)
 	if err != nil {
@@ -78,7 +78,7 @@ func joinMember(ctx context.Context, t *testing.T, m *Member, c *Config) *Member
 
 // memberConfig lays out member name in dir on two free loopback ports
 // (or those of like, when given) with a certificate of ca.
-func memberConfig(t *testing.T, ca *testCA, dir, name string, like *State) Config {
+func memberConfig(t testing.TB, ca *testCA, dir, name string, like *State) Config {
 	t.Helper()
 	p := PathsIn(dir)
 	writeMember(t, ca, p, name)

@@ -19,7 +19,7 @@ import (
 // in-process client, bounded requests that need a leader, watches that
 // end without one), with a request bound long enough for a loaded
 // machine (see TestConformanceOnEmbeddedMember).
-func openInProcess(t *testing.T, m *Member, prefix string, tweak ...func(*etcd.Options)) *etcd.Store {
+func openInProcess(t testing.TB, m *Member, prefix string, tweak ...func(*etcd.Options)) *etcd.Store {
 	t.Helper()
 	opts := etcd.Options{
 		Endpoints: []string{"in-process:" + m.ClientURL()}, Client: m.StoreClient(), Prefix: prefix,

@@ -354,6 +354,13 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	// per page written. Costs: up to a second more WAL to replay at start
 	// after a crash, and a second of writes held in the backend's buffer.
 	ec.BackendBatchInterval = time.Second
+	// But under load, a commit every memberBackendBatchLimit writes: until
+	// it commits, etcd keeps the writes in a buffer that every read copies
+	// (each Range after a write, for its consistent view), so a second of
+	// writes at a thousand renewals/s made each read copy a thousand
+	// entries. At the wear figure's 50 renewals/s the second still comes
+	// first.
+	ec.BackendBatchLimit = memberBackendBatchLimit
 	// storage/etcd compacts to --watch-history itself.
 	ec.AutoCompactionRetention = "0"
 	raftTiming(ec) // leadership.go

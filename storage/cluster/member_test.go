@@ -14,7 +14,7 @@ import (
 	"github.com/leasehold/leasehold/storage/storagetest"
 )
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +25,7 @@ func freePort(t *testing.T) int {
 }
 
 // startMember runs a one-member cluster in dir.
-func startMember(t *testing.T, dir string) (*Member, Config) {
+func startMember(t testing.TB, dir string) (*Member, Config) {
 	t.Helper()
 	cfg := memberConfig(t, newTestCA(t, "test-ca"), dir, "m1", nil)
 	m, err := Start(context.Background(), cfg)

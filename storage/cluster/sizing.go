@@ -14,6 +14,10 @@ import "go.etcd.io/etcd/server/v3/embed"
 const (
 	memberSnapshotCount          = 2000
 	memberSnapshotCatchUpEntries = 1000
+	// memberBackendBatchLimit is how many writes etcd's backend holds
+	// before it commits them, if its one-second interval has not passed
+	// first (embedConfig says why).
+	memberBackendBatchLimit = 100
 )
 
 // sizeForDevice sets the embedded member's raft log bounds (see above)

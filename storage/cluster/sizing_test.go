@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -17,6 +18,10 @@ func TestMemberSizedForDevice(t *testing.T) {
 	if cfg.SnapshotCount != memberSnapshotCount || cfg.SnapshotCatchUpEntries != memberSnapshotCatchUpEntries {
 		t.Errorf("the member runs with SnapshotCount %d and SnapshotCatchUpEntries %d, want %d and %d",
 			cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, memberSnapshotCount, memberSnapshotCatchUpEntries)
+	}
+	if cfg.BackendBatchLimit != memberBackendBatchLimit || cfg.BackendBatchInterval != time.Second {
+		t.Errorf("the member's backend commits every %d writes or %s, want %d or 1s (reads copy the uncommitted writes)",
+			cfg.BackendBatchLimit, cfg.BackendBatchInterval, memberBackendBatchLimit)
 	}
 }
 

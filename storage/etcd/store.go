@@ -8,9 +8,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -47,6 +50,7 @@ var (
 	_ storage.Interface     = (*Store)(nil)
 	_ storage.StatsReporter = (*Store)(nil)
 	_ storage.Elector       = (*Store)(nil)
+	_ storage.StaleReader   = (*Store)(nil)
 )
 
 // Open connects to etcd and checks that it answers within
@@ -214,13 +218,53 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	if write {
-		var stop func()
-		ctx, stop = s.endOnLeaderChange(ctx)
-		defer stop()
+		for {
+			wctx, stop := s.endOnLeaderChange(ctx)
+			_, err := op(wctx, s.client.KV)
+			err = leaderChangedErr(wctx, err)
+			stop()
+			if !proposalDropped(err) {
+				return err
+			}
+			// The member's raft dropped the proposal (a leadership
+			// hand-over under way, or no leader known yet): it was never
+			// in the log, so sending it again is safe, and the next
+			// leader takes it.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(readRetryPause):
+			}
+		}
 	}
-	_, err := op(ctx, s.client.KV)
-	return leaderChangedErr(ctx, err)
+	for {
+		_, err := op(ctx, s.client.KV)
+		if !errors.Is(err, rpctypes.ErrLeaderChanged) && !errors.Is(err, rpctypes.ErrGRPCLeaderChanged) {
+			return err
+		}
+		// A linearizable read whose ReadIndex the old leader never
+		// answered: it read nothing, and the new leader answers it. The
+		// network client retries it (etcd's retry interceptor, for
+		// kube-apiserver too); the in-process client does not, and the
+		// caller would answer 500 "leader changed".
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(readRetryPause):
+		}
+	}
 }
+
+// proposalDropped reports etcd's "raft proposal dropped": the member's
+// raft refused the write before it reached the log.
+func proposalDropped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && strings.Contains(st.Message(), "raft proposal dropped")
+}
+
+// readRetryPause is the pause before a read that a leader change ended is
+// sent again (etcd's client waits 25 ms, with jitter).
+const readRetryPause = 25 * time.Millisecond
 
 // get is a read through do.
 func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
@@ -262,6 +306,24 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 		return storage.KeyValue{}, err
 	}
 	resp, err := s.get(ctx, s.key(key))
+	if err != nil {
+		return storage.KeyValue{}, s.wrapErr("get "+key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return storage.KeyValue{}, fmt.Errorf("etcd: get %s: %w", key, storage.ErrNotFound)
+	}
+	return s.fromKV(resp, 0), nil
+}
+
+// GetStale reads key serializably: from the applied state of the member
+// the request goes to, without the quorum round of Get (etcd's ReadIndex,
+// through the raft leader). It may lag writes acknowledged elsewhere
+// (storage.StaleReader says where that is safe).
+func (s *Store) GetStale(ctx context.Context, key string) (storage.KeyValue, error) {
+	if err := s.checkOpen(); err != nil {
+		return storage.KeyValue{}, err
+	}
+	resp, err := s.get(ctx, s.key(key), clientv3.WithSerializable())
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("get "+key, err)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -24,6 +25,8 @@ func newClient(cfg *Config, conns int) *fasthttp.HostClient {
 		DisableHeaderNamesNormalizing: true,
 		NoDefaultUserAgentHeader:      false,
 		ReadBufferSize:                16 << 10,
+		IsTLS:                         cfg.tls(),
+		TLSConfig:                     &tls.Config{InsecureSkipVerify: cfg.InsecureSkipTLSVerify}, //nolint:gosec // opt-in, for a loopback peer
 	}
 }
 
@@ -33,7 +36,11 @@ func do(hc *fasthttp.HostClient, cfg *Config, method, path string, body []byte, 
 	req.Reset()
 	resp.Reset()
 	req.Header.SetMethod(method)
-	req.SetRequestURI(path)
+	if cfg.tls() {
+		req.SetRequestURI("https://" + cfg.host() + path) // the client refuses a path-only https request
+	} else {
+		req.SetRequestURI(path)
+	}
 	req.Header.SetHost(cfg.host())
 	req.Header.Set("Accept", "application/json")
 	if cfg.Token != "" {

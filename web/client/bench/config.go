@@ -14,8 +14,11 @@ import (
 
 // Config is one load run.
 type Config struct {
-	// Server is the API's base URL (http only).
+	// Server is the API's base URL: http, or https for the renewals only
+	// (no watchers or noise), to drive a peer such as kube-apiserver.
 	Server string `json:"server"`
+	// InsecureSkipTLSVerify accepts any certificate of an https Server.
+	InsecureSkipTLSVerify bool `json:"-"`
 	// Token is sent as "Authorization: Bearer <Token>" when set.
 	Token string `json:"-"`
 	// Namespace holds the benchmark's leases (and candidates).
@@ -101,8 +104,9 @@ Exit codes: 0 clean run; 1 errors or conflicts during the run; 2 usage error.`
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	cfg := Defaults()
 	fs := cli.NewFlagSet(synopsis, about, stderr)
-	fs.StringVar(&cfg.Server, "server", cfg.Server, "API server `URL` (http)")
+	fs.StringVar(&cfg.Server, "server", cfg.Server, "API server `URL` (http; https for renewals only, e.g. kube-apiserver as the peer)")
 	fs.StringVar(&cfg.Token, "token", "", "bearer `token` to send")
+	fs.BoolVar(&cfg.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "with an https --server, accept any certificate (a benchmark peer on loopback)")
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "namespace of the benchmark's leases")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "lease name prefix")
 	fs.IntVar(&cfg.Leases, "leases", cfg.Leases, "number of leases renewed (H)")
@@ -138,8 +142,11 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 
 func (c *Config) validate() error {
 	u, err := url.Parse(c.Server)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("invalid --server %q: want http://host:port", c.Server)
+	}
+	if u.Scheme == "https" && (c.Watchers > 0 || c.Noise != "") {
+		return fmt.Errorf("invalid --server %q: --watchers and --noise speak plain http only", c.Server)
 	}
 	switch {
 	case c.Leases <= 0:
@@ -184,6 +191,9 @@ func parsePIDs(v string) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// tls reports whether the server is reached over https.
+func (c *Config) tls() bool { return strings.HasPrefix(c.Server, "https://") }
 
 // host is the server's host:port.
 func (c *Config) host() string {

@@ -133,10 +133,13 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || cfg.Clients != 8 || cfg.Leases != 100 || cfg.Watchers != 2 || cfg.Output != "json" {
 		t.Fatalf("ParseFlags: %+v, %v", cfg, err)
 	}
-	for _, bad := range [][]string{{"--clients", "0"}, {"--clients", "10", "--leases", "5"}, {"--server", "https://x"}, {"--output", "xml"}} {
+	for _, bad := range [][]string{{"--clients", "0"}, {"--clients", "10", "--leases", "5"}, {"--server", "ftp://x"}, {"--server", "https://x", "--watchers", "1"}, {"--server", "https://x", "--noise", "idle"}, {"--output", "xml"}} {
 		if _, err := ParseFlags(bad, &stderr); err == nil {
 			t.Errorf("ParseFlags(%q) accepted", bad)
 		}
+	}
+	if cfg, err := ParseFlags([]string{"--server", "https://127.0.0.1:6443", "--insecure-skip-tls-verify"}, &stderr); err != nil || !cfg.tls() || !cfg.InsecureSkipTLSVerify {
+		t.Errorf("an https peer (kube-apiserver): %+v, %v", cfg, err)
 	}
 }
 
