@@ -94,6 +94,10 @@ func newNamespaceKind() *kind {
 			setGVK(o, corev1.SchemeGroupVersion.WithKind("Namespace"))
 			return o
 		},
+		// SetDefaults_Namespace (core/v1): the name label, where the name
+		// is known; prepareForCreate and prepareForUpdate set it again
+		// (upstream's Canonicalize) for generated names.
+		defaults: func(o object) { setNamespaceNameLabel(o.(*corev1.Namespace)) },
 		prepareForCreate: func(o object) {
 			n := o.(*corev1.Namespace)
 			n.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
@@ -119,10 +123,12 @@ func newNamespaceKind() *kind {
 			return fields.Set{"metadata.name": n.Name, "status.phase": string(n.Status.Phase)}
 		},
 		fieldLabel: func(label, value string) (string, string, error) {
-			if label == "status.phase" {
+			// Upstream's own conversion for Namespace (core/v1): no
+			// metadata.namespace, and its own wording for the rest.
+			if label == "status.phase" || label == "metadata.name" {
 				return label, value, nil
 			}
-			return runtime.DefaultMetaV1FieldSelectorConversion(label, value)
+			return "", "", fmt.Errorf("field label not supported: %s", label)
 		},
 	}
 	k.columns, k.cells = namespaceTable()

@@ -58,6 +58,10 @@ type kind struct {
 	// returns o itself with TypeMeta set.
 	fromStorage func(o object, version string) runtime.Object
 
+	// defaults is the kind's defaulting (upstream's SetDefaults_*, run as
+	// a body is decoded): it runs before the field manager, so what it sets
+	// is owned by the request's manager, as upstream's managedFields show.
+	defaults         func(o object)
 	prepareForCreate func(o object)
 	prepareForUpdate func(o, old object)
 	validate         func(o object) field.ErrorList

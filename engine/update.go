@@ -39,6 +39,9 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	transform := func(_ context.Context, live object, exists bool) (object, error) {
 		// Each attempt starts again from the request's object.
 		n := in.DeepCopyObject().(object)
+		if k.defaults != nil {
+			k.defaults(n)
+		}
 		if refused {
 			// Validation (in guaranteedUpdate) refuses it: the field
 			// manager, which would take seconds, is skipped.
