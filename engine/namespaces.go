@@ -70,13 +70,14 @@ func newNamespaceKind() *kind {
 		ShortNames:     []string{"ns"},
 	}
 	k := &kind{
-		res:               res,
-		gr:                namespacesResource,
-		gk:                schema.GroupKind{Kind: "Namespace"},
-		storageGV:         corev1.SchemeGroupVersion,
-		keyPrefix:         "/registry/namespaces/",
-		upstreamKeyPrefix: "/registry/namespaces/",
-		newObj:            func() object { return &corev1.Namespace{} },
+		res:                      res,
+		gr:                       namespacesResource,
+		gk:                       schema.GroupKind{Kind: "Namespace"},
+		allowUnconditionalUpdate: true,
+		storageGV:                corev1.SchemeGroupVersion,
+		keyPrefix:                "/registry/namespaces/",
+		upstreamKeyPrefix:        "/registry/namespaces/",
+		newObj:                   func() object { return &corev1.Namespace{} },
 		newList: func(_ string, items []object, lm metav1.ListMeta) runtime.Object {
 			l := &corev1.NamespaceList{ListMeta: lm, Items: make([]corev1.Namespace, len(items))}
 			l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))

@@ -205,7 +205,7 @@ func TestNamespaceFieldSelector(t *testing.T) {
 		t.Fatalf("list: %v %+v", err, out)
 	}
 	_, err = env.e.List(ctx, env.namespaces(), &metav1.ListOptions{FieldSelector: "spec.x=y"})
-	wantStatus(t, err, 400, metav1.StatusReasonBadRequest, `"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`)
+	wantStatus(t, err, 400, metav1.StatusReasonBadRequest, "field label not supported: spec.x")
 }
 
 // uidOf names the uid of a lease in an event, so that kubectl describe

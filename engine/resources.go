@@ -73,6 +73,11 @@ type kind struct {
 	fieldSet   func(o object) fields.Set
 	fieldLabel func(label, value string) (string, string, error)
 
+	// allowUnconditionalUpdate is the strategy's AllowUnconditionalUpdate:
+	// an update without metadata.resourceVersion replaces whatever is
+	// stored (Namespaces, Events) instead of being refused.
+	allowUnconditionalUpdate bool
+
 	// isEvent marks the Event kinds, whose creates count against the
 	// event store's bounds (eventstore.go).
 	isEvent bool
