@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -68,6 +69,13 @@ func newNamespaceKind() *kind {
 		StorageVersion: "v1",
 		Verbs:          []string{"create", "delete", "get", "list", "patch", "update", "watch"},
 		ShortNames:     []string{"ns"},
+		// kubectl and namespace controllers use them on a namespace stuck
+		// terminating: status for its conditions, finalize for the
+		// finalizers (the one write that may change spec.finalizers).
+		Subresources: []Subresource{
+			{Name: "finalize", Verbs: []string{"update"}},
+			{Name: "status", Verbs: []string{"get", "patch", "update"}},
+		},
 	}
 	k := &kind{
 		res:                      res,
@@ -133,7 +141,65 @@ func newNamespaceKind() *kind {
 		},
 	}
 	k.columns, k.cells = namespaceTable()
+	k.resetFields = resetFieldsV1("status")
+	k.subresources = map[string]*kind{"status": namespaceStatusKind(k), "finalize": namespaceFinalizeKind(k)}
 	return k
+}
+
+// resetFieldsV1 is a strategy's GetResetFields for core/v1: the named
+// top-level field is the strategy's, never the request's.
+func resetFieldsV1(name string) map[fieldpath.APIVersion]fieldpath.Filter {
+	return map[fieldpath.APIVersion]fieldpath.Filter{"v1": fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie(name)))}
+}
+
+// namespaceStatusKind is namespaces/status (namespaceStatusStrategy): an
+// update keeps the stored spec, and the phase must agree with the
+// deletionTimestamp.
+func namespaceStatusKind(main *kind) *kind {
+	k := *main
+	k.subresource, k.subresources = "status", nil
+	k.resetFields = resetFieldsV1("spec")
+	k.prepareForUpdate = func(o, old object) {
+		n, prev := o.(*corev1.Namespace), old.(*corev1.Namespace)
+		n.Spec = prev.Spec
+		setNamespaceNameLabel(n)
+	}
+	k.validateUpdate = func(o, _ object) field.ErrorList {
+		n := o.(*corev1.Namespace)
+		p := field.NewPath("status", "Phase") // sic: upstream's path
+		if n.DeletionTimestamp.IsZero() {
+			if n.Status.Phase != corev1.NamespaceActive {
+				return field.ErrorList{field.Invalid(p, n.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}
+			}
+		} else if n.Status.Phase != corev1.NamespaceTerminating {
+			return field.ErrorList{field.Invalid(p, n.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
+		}
+		return nil
+	}
+	return &k
+}
+
+// namespaceFinalizeKind is namespaces/finalize (namespaceFinalizeStrategy):
+// the one write that changes spec.finalizers; it keeps the stored status.
+func namespaceFinalizeKind(main *kind) *kind {
+	k := *main
+	k.subresource, k.subresources = "finalize", nil
+	k.resetFields = resetFieldsV1("status")
+	k.prepareForUpdate = func(o, old object) {
+		n, prev := o.(*corev1.Namespace), old.(*corev1.Namespace)
+		n.Status = prev.Status
+		setNamespaceNameLabel(n)
+	}
+	k.validateUpdate = func(o, _ object) field.ErrorList {
+		n := o.(*corev1.Namespace)
+		var errs field.ErrorList
+		p := field.NewPath("spec", "finalizers")
+		for i, f := range n.Spec.Finalizers {
+			errs = append(errs, validateKubeFinalizerName(string(f), p.Index(i))...)
+		}
+		return errs
+	}
+	return &k
 }
 
 // setNamespaceNameLabel is the Namespace strategy's Canonicalize: the

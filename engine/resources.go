@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/engine/leasecodec"
 	"github.com/leasehold/leasehold/storage"
@@ -85,6 +86,18 @@ type kind struct {
 	columns []metav1.TableColumnDefinition
 	cells   func(e *Engine, o object) []any
 
+	// subresource names the subresource this kind serves ("status",
+	// "finalize"; empty for the resource itself), and subresources are
+	// those of the resource: the same objects through another strategy
+	// (prepareForUpdate, validateUpdate) and their own field managers,
+	// which record the subresource in managedFields.
+	subresource  string
+	subresources map[string]*kind
+	// resetFields are the strategy's GetResetFields: fields the field
+	// manager leaves out of a request's managed set because the strategy
+	// resets them (status on the resource, spec on status).
+	resetFields map[fieldpath.APIVersion]fieldpath.Filter
+
 	// fieldManagers per served version.
 	fieldManagers map[string]*managedfields.FieldManager
 	// fast is the renewal fast path of managedFields (fastfields.go).
@@ -109,6 +122,13 @@ func (e *Engine) kindFor(s Scope) (*kind, error) {
 	}
 	if _, ok := k.res.ServedVersion(s.Version); !ok {
 		return nil, apierrors.NewNotFound(k.gr, "")
+	}
+	if s.Subresource != "" {
+		sub, ok := k.subresources[s.Subresource]
+		if !ok {
+			return nil, apierrors.NewNotFound(k.gr, "")
+		}
+		return sub, nil
 	}
 	return k, nil
 }
