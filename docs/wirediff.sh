@@ -21,4 +21,4 @@ args=(-wire.ref "$ref" -wire.ref-token "$reftok" -wire.run "-r$(date +%s)")
 if [ $# -gt 0 ] && [ "$1" != -record ]; then args+=(-wire.ours "$1"); shift; fi
 if [ $# -gt 0 ] && [ "$1" != -record ]; then args+=(-wire.ours-token "$1"); shift; fi
 if [ $# -gt 0 ] && [ "$1" = -record ]; then args+=(-wire.record); fi
-exec go test -count=1 -run '^TestWireExchanges$' ./web -args "${args[@]}"
+exec go test -count=1 -v -run '^TestWireExchanges$' ./web -args "${args[@]}"

@@ -62,6 +62,12 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	}
 	if !res.created && !res.deleted && !isDryRun(opts.DryRun) {
 		e.collectGarbage(ctx, k, s.Namespace, res.obj)
+		if k.subresource == "finalize" && res.obj.GetDeletionTimestamp() != nil && e.nsLifecycle != NamespacesUnmanaged {
+			// A terminating namespace whose finalizers a client changed:
+			// the namespace controller looks again (and deletes it once
+			// none are left), as kube-controller-manager's would.
+			e.startFinalizing(name)
+		}
 	}
 	return k.fromStorage(res.obj, s.Version), res.created, nil
 }

@@ -41,7 +41,13 @@ var listTypes = map[string]string{
 	metaV1 + "ApplyOptions.dryRun":                    "atomic",
 	coreV1 + "NamespaceSpec.finalizers":               "atomic",
 	coreV1 + "NamespaceStatus.conditions":             "map",
+	authzV1 + "FieldSelectorAttributes.requirements":  "atomic",
+	authzV1 + "LabelSelectorAttributes.requirements":  "atomic",
 }
+
+// authzV1 is the prefix of k8s.io/api/authorization/v1 (the
+// SelfSubjectAccessReview, for its managedFields only).
+const authzV1 = "io.k8s.api.authorization.v1."
 
 // coreV1 is the definition prefix of k8s.io/api/core/v1 (Namespace, Event
 // and what they reference); the markers are upstream's in its types.go.
