@@ -82,6 +82,7 @@ func newNamespaceKind() *kind {
 		gr:                       namespacesResource,
 		gk:                       schema.GroupKind{Kind: "Namespace"},
 		allowUnconditionalUpdate: true,
+		noCreateOnUpdate:         true,
 		storageGV:                corev1.SchemeGroupVersion,
 		keyPrefix:                "/registry/namespaces/",
 		upstreamKeyPrefix:        "/registry/namespaces/",

@@ -79,6 +79,11 @@ type kind struct {
 	// stored (Namespaces, Events) instead of being refused.
 	allowUnconditionalUpdate bool
 
+	// noCreateOnUpdate is the strategy's AllowCreateOnUpdate false: a PUT
+	// of a missing object is 404 (Namespaces); server-side apply, which
+	// upstream lets create whatever the strategy says, still creates.
+	noCreateOnUpdate bool
+
 	// isEvent marks the Event kinds, whose creates count against the
 	// event store's bounds (eventstore.go).
 	isEvent bool

@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Update replaces an object (PUT), creating it when missing.
+// Update replaces an object (PUT), creating it when missing (not a
+// Namespace: 404, as upstream).
 func (e *Engine) Update(ctx context.Context, s Scope, name string, obj runtime.Object, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	out, created, err := e.update(ctx, s, name, obj, opts)
 	return out, created, toStatus(err)
@@ -37,6 +39,9 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	apiVersion := k.gvk(s.Version).GroupVersion().String()
 	refused := refusedBeforeFieldManager(in)
 	transform := func(_ context.Context, live object, exists bool) (object, error) {
+		if !exists && k.noCreateOnUpdate {
+			return nil, apierrors.NewNotFound(k.gr, name)
+		}
 		// Each attempt starts again from the request's object.
 		n := in.DeepCopyObject().(object)
 		if k.defaults != nil {
