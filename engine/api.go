@@ -28,6 +28,9 @@ type Scope struct {
 	UserAgent string
 	// User is the authenticated user name, empty when anonymous.
 	User string
+	// Subresource is one of Resource.Subresources ("status", "finalize")
+	// for get, update and patch on it; empty for the resource itself.
+	Subresource string
 }
 
 // GroupVersionKind is the scope's kind in its served version.
@@ -64,6 +67,26 @@ type Resource struct {
 	// ShortNames and Categories for discovery (empty upstream for both kinds).
 	ShortNames []string
 	Categories []string
+	// Subresources are the served subresources (namespaces/status and
+	// namespaces/finalize), in name order, each with its verbs.
+	Subresources []Subresource
+}
+
+// Subresource is one served subresource of a Resource, answering with the
+// Resource's kind.
+type Subresource struct {
+	Name  string   // "status"
+	Verbs []string // sorted
+}
+
+// Subresource returns the served subresource named name.
+func (r *Resource) Subresource(name string) (Subresource, bool) {
+	for _, s := range r.Subresources {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Subresource{}, false
 }
 
 // GroupResource is the resource's group and plural name.

@@ -37,6 +37,9 @@ func (e *Engine) create(ctx context.Context, s Scope, obj runtime.Object, opts *
 		return nil, err
 	}
 	dedupOwnerReferences(ctx, o)
+	if k.defaults != nil {
+		k.defaults(o)
+	}
 	if refusedBeforeFieldManager(o) {
 		// Validation (in createOnce) refuses it: no managedFields to
 		// compute, and a field manager that would take seconds skipped.

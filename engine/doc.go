@@ -25,8 +25,9 @@ package engine
 //     `namespaces "x" not found`; NamespacesStrict answers the 404. The
 //     engine plays kube-controller-manager's namespace controller itself:
 //     a deleted namespace is Terminating while its leases, candidates and
-//     events are deleted, then goes. Namespace conditions and the status
-//     and finalize subresources are not served.
+//     events are deleted, then goes. The status (get, update, patch) and
+//     finalize (update) subresources are served through their own
+//     strategies and field managers, as upstream's.
 //   - Events expire EventTTL after they were last seen (lastTimestamp,
 //     series), not after their last write, and beyond EventMaxCount or
 //     EventMaxBytes the oldest are deleted.

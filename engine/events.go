@@ -40,17 +40,18 @@ var eventVerbs = []string{"create", "delete", "deletecollection", "get", "list",
 
 func newEventKindBase(res *Resource, gr schema.GroupResource, gk schema.GroupKind) *kind {
 	k := &kind{
-		res:               res,
-		gr:                gr,
-		gk:                gk,
-		storageGV:         corev1.SchemeGroupVersion,
-		keyPrefix:         eventsKeyPrefix,
-		upstreamKeyPrefix: eventsKeyPrefix,
-		newObj:            func() object { return &corev1.Event{} },
-		prepareForCreate:  func(object) {},
-		prepareForUpdate:  func(object, object) {},
-		fieldSet:          eventFieldSet,
-		isEvent:           true,
+		res:                      res,
+		gr:                       gr,
+		gk:                       gk,
+		storageGV:                corev1.SchemeGroupVersion,
+		keyPrefix:                eventsKeyPrefix,
+		upstreamKeyPrefix:        eventsKeyPrefix,
+		newObj:                   func() object { return &corev1.Event{} },
+		prepareForCreate:         func(object) {},
+		prepareForUpdate:         func(object, object) {},
+		fieldSet:                 eventFieldSet,
+		isEvent:                  true,
+		allowUnconditionalUpdate: true,
 	}
 	k.columns, k.cells = eventTable()
 	return k
@@ -100,7 +101,9 @@ func newEventsEventKind() *kind {
 		Verbs:          eventVerbs,
 		ShortNames:     []string{"ev"},
 	}
-	k := newEventKindBase(res, schema.GroupResource{Group: EventsGroupName, Resource: "events"}, schema.GroupKind{Group: EventsGroupName, Kind: "Event"})
+	k := newEventKindBase(res, schema.GroupResource{Group: EventsGroupName, Resource: "events"}, schema.GroupKind{Kind: "Event"})
+	// (Invalid errors name the kind without its group: upstream serves
+	// events.k8s.io from the core Event storage and its strategy.)
 	// The storage version is core/v1 (in another group), so the storage
 	// version hash is the one of core/v1 Event, as upstream.
 	k.storageGV = corev1.SchemeGroupVersion

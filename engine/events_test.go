@@ -58,7 +58,7 @@ func TestEventValidation(t *testing.T) {
 	// deprecatedCount).
 	_, err = env.e.Create(ctx, env.eventsV1("default"), &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e4"}, Reason: "R", Type: "Odd",
 		DeprecatedCount: 2}, nil)
-	wantStatus(t, err, 422, metav1.StatusReasonInvalid, `Event.events.k8s.io "e4" is invalid: [eventTime: Required value, type: Invalid value: "": has invalid value: Odd, count: Invalid value: "": needs to be unset]`)
+	wantStatus(t, err, 422, metav1.StatusReasonInvalid, `Event "e4" is invalid: [eventTime: Required value, type: Invalid value: "": has invalid value: Odd, count: Invalid value: "": needs to be unset]`)
 }
 
 func TestEventVersionsShareObjects(t *testing.T) {
@@ -99,7 +99,7 @@ func TestEventVersionsShareObjects(t *testing.T) {
 	upd.Note = "changed"
 	upd.Series.Count = 3
 	_, _, err = env.e.Update(ctx, env.eventsV1("team"), "e", upd, nil)
-	wantStatus(t, err, 422, metav1.StatusReasonInvalid, `Event.events.k8s.io "e" is invalid: message: Invalid value: "changed": field is immutable`)
+	wantStatus(t, err, 422, metav1.StatusReasonInvalid, `Event "e" is invalid: message: Invalid value: "changed": field is immutable`)
 	upd.Note = "won"
 	if _, _, err := env.e.Update(ctx, env.eventsV1("team"), "e", upd, nil); err != nil {
 		t.Fatal(err)

@@ -27,11 +27,16 @@ import (
 func newFieldManagers(k *kind, tc managedfields.TypeConverter) error {
 	k.fieldManagers = map[string]*managedfields.FieldManager{}
 	for _, v := range k.res.Versions {
-		fm, err := managedfields.NewDefaultFieldManager(tc, versionConvertor{}, Scheme, Scheme, k.gvk(v.Version), k.storageGV, "", nil)
+		fm, err := managedfields.NewDefaultFieldManager(tc, versionConvertor{}, Scheme, Scheme, k.gvk(v.Version), k.storageGV, k.subresource, k.resetFields)
 		if err != nil {
 			return fmt.Errorf("field manager for %s: %w", k.gvk(v.Version), err)
 		}
 		k.fieldManagers[v.Version] = fm
+	}
+	for _, sub := range k.subresources {
+		if err := newFieldManagers(sub, tc); err != nil {
+			return err
+		}
 	}
 	return nil
 }

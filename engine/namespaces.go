@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -68,15 +69,24 @@ func newNamespaceKind() *kind {
 		StorageVersion: "v1",
 		Verbs:          []string{"create", "delete", "get", "list", "patch", "update", "watch"},
 		ShortNames:     []string{"ns"},
+		// kubectl and namespace controllers use them on a namespace stuck
+		// terminating: status for its conditions, finalize for the
+		// finalizers (the one write that may change spec.finalizers).
+		Subresources: []Subresource{
+			{Name: "finalize", Verbs: []string{"update"}},
+			{Name: "status", Verbs: []string{"get", "patch", "update"}},
+		},
 	}
 	k := &kind{
-		res:               res,
-		gr:                namespacesResource,
-		gk:                schema.GroupKind{Kind: "Namespace"},
-		storageGV:         corev1.SchemeGroupVersion,
-		keyPrefix:         "/registry/namespaces/",
-		upstreamKeyPrefix: "/registry/namespaces/",
-		newObj:            func() object { return &corev1.Namespace{} },
+		res:                      res,
+		gr:                       namespacesResource,
+		gk:                       schema.GroupKind{Kind: "Namespace"},
+		allowUnconditionalUpdate: true,
+		noCreateOnUpdate:         true,
+		storageGV:                corev1.SchemeGroupVersion,
+		keyPrefix:                "/registry/namespaces/",
+		upstreamKeyPrefix:        "/registry/namespaces/",
+		newObj:                   func() object { return &corev1.Namespace{} },
 		newList: func(_ string, items []object, lm metav1.ListMeta) runtime.Object {
 			l := &corev1.NamespaceList{ListMeta: lm, Items: make([]corev1.Namespace, len(items))}
 			l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
@@ -94,6 +104,10 @@ func newNamespaceKind() *kind {
 			setGVK(o, corev1.SchemeGroupVersion.WithKind("Namespace"))
 			return o
 		},
+		// SetDefaults_Namespace (core/v1): the name label, where the name
+		// is known; prepareForCreate and prepareForUpdate set it again
+		// (upstream's Canonicalize) for generated names.
+		defaults: func(o object) { setNamespaceNameLabel(o.(*corev1.Namespace)) },
 		prepareForCreate: func(o object) {
 			n := o.(*corev1.Namespace)
 			n.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
@@ -119,14 +133,74 @@ func newNamespaceKind() *kind {
 			return fields.Set{"metadata.name": n.Name, "status.phase": string(n.Status.Phase)}
 		},
 		fieldLabel: func(label, value string) (string, string, error) {
-			if label == "status.phase" {
+			// Upstream's own conversion for Namespace (core/v1): no
+			// metadata.namespace, and its own wording for the rest.
+			if label == "status.phase" || label == "metadata.name" {
 				return label, value, nil
 			}
-			return runtime.DefaultMetaV1FieldSelectorConversion(label, value)
+			return "", "", fmt.Errorf("field label not supported: %s", label)
 		},
 	}
 	k.columns, k.cells = namespaceTable()
+	k.resetFields = resetFieldsV1("status")
+	k.subresources = map[string]*kind{"status": namespaceStatusKind(k), "finalize": namespaceFinalizeKind(k)}
 	return k
+}
+
+// resetFieldsV1 is a strategy's GetResetFields for core/v1: the named
+// top-level field is the strategy's, never the request's.
+func resetFieldsV1(name string) map[fieldpath.APIVersion]fieldpath.Filter {
+	return map[fieldpath.APIVersion]fieldpath.Filter{"v1": fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie(name)))}
+}
+
+// namespaceStatusKind is namespaces/status (namespaceStatusStrategy): an
+// update keeps the stored spec, and the phase must agree with the
+// deletionTimestamp.
+func namespaceStatusKind(main *kind) *kind {
+	k := *main
+	k.subresource, k.subresources = "status", nil
+	k.resetFields = resetFieldsV1("spec")
+	k.prepareForUpdate = func(o, old object) {
+		n, prev := o.(*corev1.Namespace), old.(*corev1.Namespace)
+		n.Spec = prev.Spec
+		setNamespaceNameLabel(n)
+	}
+	k.validateUpdate = func(o, _ object) field.ErrorList {
+		n := o.(*corev1.Namespace)
+		p := field.NewPath("status", "Phase") // sic: upstream's path
+		if n.DeletionTimestamp.IsZero() {
+			if n.Status.Phase != corev1.NamespaceActive {
+				return field.ErrorList{field.Invalid(p, n.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}
+			}
+		} else if n.Status.Phase != corev1.NamespaceTerminating {
+			return field.ErrorList{field.Invalid(p, n.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
+		}
+		return nil
+	}
+	return &k
+}
+
+// namespaceFinalizeKind is namespaces/finalize (namespaceFinalizeStrategy):
+// the one write that changes spec.finalizers; it keeps the stored status.
+func namespaceFinalizeKind(main *kind) *kind {
+	k := *main
+	k.subresource, k.subresources = "finalize", nil
+	k.resetFields = resetFieldsV1("status")
+	k.prepareForUpdate = func(o, old object) {
+		n, prev := o.(*corev1.Namespace), old.(*corev1.Namespace)
+		n.Status = prev.Status
+		setNamespaceNameLabel(n)
+	}
+	k.validateUpdate = func(o, _ object) field.ErrorList {
+		n := o.(*corev1.Namespace)
+		var errs field.ErrorList
+		p := field.NewPath("spec", "finalizers")
+		for i, f := range n.Spec.Finalizers {
+			errs = append(errs, validateKubeFinalizerName(string(f), p.Index(i))...)
+		}
+		return errs
+	}
+	return &k
 }
 
 // setNamespaceNameLabel is the Namespace strategy's Canonicalize: the

@@ -205,7 +205,7 @@ func TestNamespaceFieldSelector(t *testing.T) {
 		t.Fatalf("list: %v %+v", err, out)
 	}
 	_, err = env.e.List(ctx, env.namespaces(), &metav1.ListOptions{FieldSelector: "spec.x=y"})
-	wantStatus(t, err, 400, metav1.StatusReasonBadRequest, `"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`)
+	wantStatus(t, err, 400, metav1.StatusReasonBadRequest, "field label not supported: spec.x")
 }
 
 // uidOf names the uid of a lease in an event, so that kubectl describe
@@ -330,4 +330,67 @@ func TestNamespaceDeleteRacingCreates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNamespaceFinalizeSubresource: spec.finalizers change through
+// namespaces/finalize only (a plain update keeps them, a status update
+// keeps spec), the writes are recorded for their subresource, and a
+// terminating namespace whose last finalizer a client removes there goes,
+// as the namespace controller deletes it once none are left.
+func TestNamespaceFinalizeSubresource(t *testing.T) {
+	env := newTestEnvWith(t, boltdb.Options{}, Options{NamespaceLifecycle: NamespacesStrict})
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "stuck"}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"example.com/hold"}}}
+	if _, err := env.e.Create(ctx, env.namespaces(), ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	finalize, status := env.namespaces(), env.namespaces()
+	finalize.Subresource, status.Subresource = "finalize", "status"
+
+	// A status update (no resourceVersion: namespaces take unconditional
+	// updates) cannot touch spec.
+	cur, _ := env.getNamespace(t, "stuck")
+	upd := cur.DeepCopy()
+	upd.ResourceVersion, upd.Spec.Finalizers = "", nil
+	out, _, err := env.e.Update(ctx, status, "stuck", upd, &metav1.UpdateOptions{FieldManager: "st"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(*corev1.Namespace).Spec.Finalizers; !slices.Equal(got, []corev1.FinalizerName{"example.com/hold", "kubernetes"}) {
+		t.Fatalf("status update changed spec.finalizers to %v", got)
+	}
+	if _, _, err := env.e.Delete(ctx, env.namespaces(), "stuck", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The controller removes its own finalizer; example.com/hold stays.
+	waitGone(t, "the kubernetes finalizer", func() error {
+		ns, err := env.getNamespace(t, "stuck")
+		if err != nil || slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			return err
+		}
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), "")
+	})
+	_, _, err = env.e.Update(ctx, status, "stuck", upd, nil)
+	wantStatus(t, err, 422, metav1.StatusReasonInvalid, "Namespace \"stuck\" is invalid: status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty")
+
+	cur, _ = env.getNamespace(t, "stuck")
+	fin := cur.DeepCopy()
+	fin.Spec.Finalizers = []corev1.FinalizerName{"example.com/other"}
+	out, _, err = env.e.Update(ctx, finalize, "stuck", fin, &metav1.UpdateOptions{FieldManager: "fin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subresources []string
+	for _, m := range out.(*corev1.Namespace).ManagedFields {
+		subresources = append(subresources, m.Manager+"/"+m.Subresource)
+	}
+	if !slices.Contains(subresources, "fin/finalize") {
+		t.Errorf("managedFields managers %v, want fin/finalize among them", subresources)
+	}
+	fin.Spec.Finalizers = nil
+	fin.ResourceVersion = ""
+	if _, _, err = env.e.Update(ctx, finalize, "stuck", fin, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "namespace stuck", func() error { _, err := env.getNamespace(t, "stuck"); return err })
 }

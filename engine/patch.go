@@ -310,6 +310,12 @@ func (p *patcher) updateManagedFields(live object, patched runtime.Object) (obje
 	if !ok {
 		return nil, apierrors.NewInternalError(fmt.Errorf("patched object has unexpected type %T", patched))
 	}
+	if p.k.defaults != nil {
+		if obj == patched {
+			obj = obj.DeepCopyObject().(object)
+		}
+		p.k.defaults(obj)
+	}
 	if refusedBeforeFieldManager(obj) {
 		// Validation (in guaranteedUpdate) refuses it: the field manager,
 		// which would take seconds, is skipped.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/engine/leasecodec"
 	"github.com/leasehold/leasehold/storage"
@@ -58,6 +59,10 @@ type kind struct {
 	// returns o itself with TypeMeta set.
 	fromStorage func(o object, version string) runtime.Object
 
+	// defaults is the kind's defaulting (upstream's SetDefaults_*, run as
+	// a body is decoded): it runs before the field manager, so what it sets
+	// is owned by the request's manager, as upstream's managedFields show.
+	defaults         func(o object)
 	prepareForCreate func(o object)
 	prepareForUpdate func(o, old object)
 	validate         func(o object) field.ErrorList
@@ -69,12 +74,34 @@ type kind struct {
 	fieldSet   func(o object) fields.Set
 	fieldLabel func(label, value string) (string, string, error)
 
+	// allowUnconditionalUpdate is the strategy's AllowUnconditionalUpdate:
+	// an update without metadata.resourceVersion replaces whatever is
+	// stored (Namespaces, Events) instead of being refused.
+	allowUnconditionalUpdate bool
+
+	// noCreateOnUpdate is the strategy's AllowCreateOnUpdate false: a PUT
+	// of a missing object is 404 (Namespaces); server-side apply, which
+	// upstream lets create whatever the strategy says, still creates.
+	noCreateOnUpdate bool
+
 	// isEvent marks the Event kinds, whose creates count against the
 	// event store's bounds (eventstore.go).
 	isEvent bool
 
 	columns []metav1.TableColumnDefinition
 	cells   func(e *Engine, o object) []any
+
+	// subresource names the subresource this kind serves ("status",
+	// "finalize"; empty for the resource itself), and subresources are
+	// those of the resource: the same objects through another strategy
+	// (prepareForUpdate, validateUpdate) and their own field managers,
+	// which record the subresource in managedFields.
+	subresource  string
+	subresources map[string]*kind
+	// resetFields are the strategy's GetResetFields: fields the field
+	// manager leaves out of a request's managed set because the strategy
+	// resets them (status on the resource, spec on status).
+	resetFields map[fieldpath.APIVersion]fieldpath.Filter
 
 	// fieldManagers per served version.
 	fieldManagers map[string]*managedfields.FieldManager
@@ -100,6 +127,13 @@ func (e *Engine) kindFor(s Scope) (*kind, error) {
 	}
 	if _, ok := k.res.ServedVersion(s.Version); !ok {
 		return nil, apierrors.NewNotFound(k.gr, "")
+	}
+	if s.Subresource != "" {
+		sub, ok := k.subresources[s.Subresource]
+		if !ok {
+			return nil, apierrors.NewNotFound(k.gr, "")
+		}
+		return sub, nil
 	}
 	return k, nil
 }

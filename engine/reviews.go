@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -9,8 +10,41 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	lhschema "github.com/leasehold/leasehold/engine/schema"
 )
+
+var (
+	ssarFieldManagerOnce sync.Once
+	ssarFieldManager     *managedfields.FieldManager
+	ssarFieldManagerErr  error
+)
+
+// PrepareSelfSubjectAccessReview is what kube-apiserver's create handler
+// does to a SelfSubjectAccessReview before its REST answers it: the field
+// manager records the request's fields for manager (fieldManager, else the
+// User-Agent's prefix), so the echoed review carries managedFields, and
+// then validation (ValidateSelfSubjectAccessReview).
+func PrepareSelfSubjectAccessReview(review *authorizationv1.SelfSubjectAccessReview, fieldManager, userAgent string) (*authorizationv1.SelfSubjectAccessReview, error) {
+	ssarFieldManagerOnce.Do(func() {
+		tc, err := lhschema.ReviewTypeConverter()
+		if err != nil {
+			ssarFieldManagerErr = err
+			return
+		}
+		gvk := authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview")
+		ssarFieldManager, ssarFieldManagerErr = managedfields.NewDefaultFieldManager(tc, versionConvertor{}, Scheme, Scheme, gvk, gvk.GroupVersion(), "", nil)
+	})
+	if ssarFieldManagerErr != nil {
+		return nil, apierrors.NewInternalError(ssarFieldManagerErr)
+	}
+	if out, ok := ssarFieldManager.UpdateNoErrors(&authorizationv1.SelfSubjectAccessReview{}, review, managerOrUserAgent(fieldManager, userAgent)).(*authorizationv1.SelfSubjectAccessReview); ok {
+		review = out
+	}
+	return review, ValidateSelfSubjectAccessReview(review)
+}
 
 // ValidateSelfSubjectAccessReview is kube-apiserver's validation of a
 // SelfSubjectAccessReview: empty metadata, exactly one of resource and
@@ -21,7 +55,12 @@ func ValidateSelfSubjectAccessReview(review *authorizationv1.SelfSubjectAccessRe
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	if (review.Spec.ResourceAttributes == nil) == (review.Spec.NonResourceAttributes == nil) {
-		errs = append(errs, field.Invalid(spec, review.Spec.NonResourceAttributes,
+		// Upstream prints its internal type, which has no JSON tags.
+		var value any
+		if nra := review.Spec.NonResourceAttributes; nra != nil {
+			value = struct{ Path, Verb string }{nra.Path, nra.Verb}
+		}
+		errs = append(errs, field.Invalid(spec, value,
 			"exactly one of nonResourceAttributes or resourceAttributes must be specified"))
 	}
 	if ra := review.Spec.ResourceAttributes; ra != nil {

@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Update replaces an object (PUT), creating it when missing.
+// Update replaces an object (PUT), creating it when missing (not a
+// Namespace: 404, as upstream).
 func (e *Engine) Update(ctx context.Context, s Scope, name string, obj runtime.Object, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	out, created, err := e.update(ctx, s, name, obj, opts)
 	return out, created, toStatus(err)
@@ -37,8 +39,14 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	apiVersion := k.gvk(s.Version).GroupVersion().String()
 	refused := refusedBeforeFieldManager(in)
 	transform := func(_ context.Context, live object, exists bool) (object, error) {
+		if !exists && k.noCreateOnUpdate {
+			return nil, apierrors.NewNotFound(k.gr, name)
+		}
 		// Each attempt starts again from the request's object.
 		n := in.DeepCopyObject().(object)
+		if k.defaults != nil {
+			k.defaults(n)
+		}
 		if refused {
 			// Validation (in guaranteedUpdate) refuses it: the field
 			// manager, which would take seconds, is skipped.
@@ -59,6 +67,12 @@ func (e *Engine) update(ctx context.Context, s Scope, name string, obj runtime.O
 	}
 	if !res.created && !res.deleted && !isDryRun(opts.DryRun) {
 		e.collectGarbage(ctx, k, s.Namespace, res.obj)
+		if k.subresource == "finalize" && res.obj.GetDeletionTimestamp() != nil && e.nsLifecycle != NamespacesUnmanaged {
+			// A terminating namespace whose finalizers a client changed:
+			// the namespace controller looks again (and deletes it once
+			// none are left), as kube-controller-manager's would.
+			e.startFinalizing(name)
+		}
 	}
 	return k.fromStorage(res.obj, s.Version), res.created, nil
 }

@@ -163,12 +163,18 @@ func (e *Engine) createForUpdate(ctx context.Context, k *kind, key, namespace st
 // at key (the live object) with obj. retry is set when another write won the
 // race, so that the caller reads again.
 func (e *Engine) updateExisting(ctx context.Context, k *kind, key string, kv *storage.KeyValue, namespace, name string, obj, live object, newRV uint64, dryRun bool) (_ writeResult, retry bool, _ error) {
-	if newRV == 0 {
+	if newRV == 0 && !k.allowUnconditionalUpdate {
 		// Upstream names the resource, not the kind, in this one.
 		qualifiedKind := schema.GroupKind{Group: k.gr.Group, Kind: k.gr.Resource}
 		return writeResult{}, false, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update"),
 		})
+	}
+	if newRV == 0 {
+		// An unconditional update: the object takes the stored
+		// resourceVersion, as upstream's store sets it before validation.
+		newRV = uint64(kv.ModRevision)
+		obj.SetResourceVersion(formatRV(kv.ModRevision))
 	}
 	if newRV != uint64(kv.ModRevision) {
 		return writeResult{}, false, apierrors.NewConflict(k.gr, name, errors.New(OptimisticLockErrorMsg))

@@ -26,7 +26,9 @@ func TestLegacyDiscovery(t *testing.T) {
 	reviewGroups := `{"name":"authentication.k8s.io","versions":[{"groupVersion":"authentication.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authentication.k8s.io/v1","version":"v1"}},` +
 		`{"name":"authorization.k8s.io","versions":[{"groupVersion":"authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authorization.k8s.io/v1","version":"v1"}},`
 	eventsGroup := `{"name":"events.k8s.io","versions":[{"groupVersion":"events.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"events.k8s.io/v1","version":"v1"}}`
-	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[` + reviewGroups + `{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `,` + eventsGroup + `]}` + "\n"
+	// In kube-apiserver's group priority order: events.k8s.io, the
+	// reviews, coordination.k8s.io.
+	list := `{"kind":"APIGroupList","apiVersion":"v1","groups":[` + eventsGroup + `,` + reviewGroups + `{` + strings.TrimPrefix(group, `{"kind":"APIGroup","apiVersion":"v1",`) + `]}` + "\n"
 	do(t, "GET", base+"/apis", "").expect(t, 200, list)
 	do(t, "GET", base+"/apis/authorization.k8s.io/v1", "").expect(t, 200, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authorization.k8s.io/v1","resources":[`+
 		`{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},`+
@@ -54,9 +56,8 @@ func TestAggregatedDiscovery(t *testing.T) {
 		`{"metadata":{"name":"authorization.k8s.io"},"versions":[{"version":"v1","resources":[` +
 		`{"resource":"selfsubjectaccessreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectAccessReview"},"scope":"Cluster","singularResource":"selfsubjectaccessreview","verbs":["create"]},` +
 		`{"resource":"selfsubjectrulesreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectRulesReview"},"scope":"Cluster","singularResource":"selfsubjectrulesreview","verbs":["create"]}],"freshness":"Current"}]},`
-	eventsItem := `,{"metadata":{"name":"events.k8s.io"},"versions":[{"version":"v1","resources":[` + eventsResource + `],"freshness":"Current"}]}`
-	want := strings.Replace(wireSample(t, "discovery-aggregated.json"), `"items":[`, `"items":[`+reviewItems, 1)
-	want = strings.TrimSuffix(want, "]}") + eventsItem + "]}\n"
+	eventsItem := `{"metadata":{"name":"events.k8s.io"},"versions":[{"version":"v1","resources":[` + eventsResource + `],"freshness":"Current"}]},`
+	want := strings.Replace(wireSample(t, "discovery-aggregated.json"), `"items":[`, `"items":[`+eventsItem+reviewItems, 1) + "\n"
 	if r.code != 200 || r.body != want {
 		t.Errorf("got %d %s\nwant %s", r.code, r.body, want)
 	}
@@ -70,13 +71,15 @@ func TestAggregatedDiscovery(t *testing.T) {
 		t.Errorf("304: %d %q", r.code, r.body)
 	}
 	r = do(t, "GET", base+"/apis", "", "Accept: application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
-	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1","metadata":{},"items":[{"metadata":{"name":"authentication.k8s.io"}`) {
+	if r.code != 200 || !strings.HasPrefix(r.body, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2beta1","metadata":{},"items":[{"metadata":{"name":"events.k8s.io"}`) {
 		t.Errorf("v2beta1: %d %s", r.code, r.body)
 	}
 	r = do(t, "GET", base+"/api", "", accept)
 	if r.code != 200 || r.body != `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{},"versions":[{"version":"v1","resources":[`+
 		eventsResource+`,`+
-		`{"resource":"namespaces","responseKind":{"group":"","version":"","kind":"Namespace"},"scope":"Cluster","singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"]}`+
+		`{"resource":"namespaces","responseKind":{"group":"","version":"","kind":"Namespace"},"scope":"Cluster","singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],`+
+		`"subresources":[{"subresource":"finalize","responseKind":{"group":"","version":"","kind":"Namespace"},"verbs":["update"]},`+
+		`{"subresource":"status","responseKind":{"group":"","version":"","kind":"Namespace"},"verbs":["get","patch","update"]}]}`+
 		`],"freshness":"Current"}]}]}`+"\n" {
 		t.Errorf("/api aggregated: %d %s", r.code, r.body)
 	}

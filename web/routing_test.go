@@ -30,8 +30,10 @@ func TestRouting(t *testing.T) {
 		{"GET", "/api/v1/pods", 404, status404},
 		{"GET", "/api/v1/namespaces/default/pods", 404, status404},
 		// A namespace's subresources are not served.
-		{"GET", "/api/v1/namespaces/default/status", 404, status404},
-		{"PUT", "/api/v1/namespaces/default/finalize", 404, status404},
+		{"GET", "/api/v1/namespaces/default/finalize", 405, status405},
+		{"PATCH", "/api/v1/namespaces/default/finalize", 405, status405},
+		{"POST", "/api/v1/namespaces/default/status", 405, status405},
+		{"GET", "/api/v1/namespaces/default/bogus", 404, status404},
 		// Namespaces have no deletecollection.
 		{"DELETE", "/api/v1/namespaces", 405, status405},
 		// Inside the served group: a Status 404.

@@ -39,11 +39,24 @@ var listTypes = map[string]string{
 	metaV1 + "PatchOptions.dryRun":                    "atomic",
 	metaV1 + "UpdateOptions.dryRun":                   "atomic",
 	metaV1 + "ApplyOptions.dryRun":                    "atomic",
+	coreV1 + "NamespaceSpec.finalizers":               "atomic",
+	coreV1 + "NamespaceStatus.conditions":             "map",
+	authzV1 + "FieldSelectorAttributes.requirements":  "atomic",
+	authzV1 + "LabelSelectorAttributes.requirements":  "atomic",
 }
+
+// authzV1 is the prefix of k8s.io/api/authorization/v1 (the
+// SelfSubjectAccessReview, for its managedFields only).
+const authzV1 = "io.k8s.api.authorization.v1."
+
+// coreV1 is the definition prefix of k8s.io/api/core/v1 (Namespace, Event
+// and what they reference); the markers are upstream's in its types.go.
+const coreV1 = "io.k8s.api.core.v1."
 
 // listMapKeys are the +listMapKey markers of list-type "map" fields.
 var listMapKeys = map[string][]interface{}{
 	metaV1 + "ObjectMeta.ownerReferences": {"uid"},
+	coreV1 + "NamespaceStatus.conditions": {"type"},
 }
 
 // typeExtensions are struct-level markers (+structType=atomic becomes
@@ -51,6 +64,9 @@ var listMapKeys = map[string][]interface{}{
 var typeExtensions = map[string]spec.Extensions{
 	metaV1 + "OwnerReference": {"x-kubernetes-map-type": "atomic"},
 	metaV1 + "LabelSelector":  {"x-kubernetes-map-type": "atomic"},
+	// ObjectReference is +structType=atomic: an Event's involvedObject
+	// (core) and regarding/related (events.k8s.io) are owned whole.
+	coreV1 + "ObjectReference": {"x-kubernetes-map-type": "atomic"},
 }
 
 // optionalOverrides are fields whose +optional/+required marker disagrees

@@ -46,14 +46,18 @@ func (r *request) decodeBody(info *runtime.SerializerInfo, body []byte, fieldVal
 			return nil, decodeError(err, gvk.Kind, actual, body)
 		}
 	}
+	if obj != into && (actual.Kind != gvk.Kind || internalPackage(actual.Group) != internalPackage(gvk.Group)) {
+		// A registered kind other than the endpoint's: upstream decodes
+		// into the internal type and fails to convert to it. This comes
+		// before the version check, which only a convertible kind reaches.
+		return nil, decodeError(fmt.Errorf("converting (%s) to (%s.%s): unknown conversion", typeName(obj), internalPackage(gvk.Group), gvk.Kind), gvk.Kind, actual, body)
+	}
 	if actual.GroupVersion() != gvk.GroupVersion() {
 		return nil, badRequestf("the API version in the data (%s) does not match the expected API version (%s)",
 			actual.GroupVersion().String(), gvk.GroupVersion().String())
 	}
 	if obj != into {
-		// A registered kind other than the endpoint's: upstream fails to
-		// convert it to the internal type.
-		return nil, decodeError(fmt.Errorf("converting (%s) to (%s): unknown conversion", typeName(obj), typeName(into)), gvk.Kind, actual, body)
+		return nil, decodeError(fmt.Errorf("converting (%s) to (%s.%s): unknown conversion", typeName(obj), internalPackage(gvk.Group), gvk.Kind), gvk.Kind, actual, body)
 	}
 	return obj, nil
 }
@@ -68,6 +72,18 @@ func lenientDecoder(mediaType string) runtime.Decoder {
 		}
 	}
 	return lenientCodecs.UniversalDeserializer()
+}
+
+// internalPackage is the name of the Go package of upstream's internal
+// types for an API group (k8s.io/kubernetes/pkg/apis/<name>), which
+// conversion errors print: events.k8s.io Events are core's.
+func internalPackage(group string) string {
+	switch group {
+	case "", "events.k8s.io":
+		return "core"
+	}
+	name, _, _ := strings.Cut(group, ".")
+	return name
 }
 
 // typeName prints a type like conversion errors do ("v1.Lease").

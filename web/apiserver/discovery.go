@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -75,7 +76,7 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 	for name := range groups {
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool { return groupBefore(names[i], names[j]) })
 	v2 := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}
 	legacy := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}
 	for _, name := range names {
@@ -106,6 +107,15 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 					ar.StorageVersionHash = storageVersionHash(r.StorageGroup, r.StorageVersion, r.Kind)
 				}
 				list.APIResources = append(list.APIResources, ar)
+				var subs []apidiscoveryv2.APISubresourceDiscovery
+				for _, s := range r.Subresources {
+					list.APIResources = append(list.APIResources, metav1.APIResource{
+						Name: r.Plural + "/" + s.Name, Namespaced: r.Namespaced, Kind: r.Kind, Verbs: s.Verbs,
+					})
+					subs = append(subs, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: s.Name, ResponseKind: &metav1.GroupVersionKind{Kind: r.Kind}, Verbs: s.Verbs,
+					})
+				}
 				scope := apidiscoveryv2.ScopeCluster
 				if r.Namespaced {
 					scope = apidiscoveryv2.ScopeNamespace
@@ -118,6 +128,7 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 					Verbs:            r.Verbs,
 					ShortNames:       r.ShortNames,
 					Categories:       r.Categories,
+					Subresources:     subs,
 				})
 			}
 			d.resourceLists[gv] = list
@@ -143,6 +154,28 @@ func newDiscovery(resources []*engine.Resource, groups map[string]*group) (*disc
 		return nil, err
 	}
 	return d, nil
+}
+
+// upstreamGroupOrder is the order of kube-apiserver v1.37's /apis (its
+// aggregator's group priorities, highest first), which both discovery
+// documents follow; a group not in it comes after, by name.
+var upstreamGroupOrder = []string{
+	"", "apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+	"authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io",
+	"policy", "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
+	"apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+	"discovery.k8s.io", "resource.k8s.io", "flowcontrol.apiserver.k8s.io", "storagemigration.k8s.io",
+}
+
+func groupBefore(a, b string) bool {
+	ia, ib := slices.Index(upstreamGroupOrder, a), slices.Index(upstreamGroupOrder, b)
+	switch {
+	case ia >= 0 && ib >= 0:
+		return ia < ib
+	case ia >= 0 || ib >= 0:
+		return ia >= 0
+	}
+	return a < b
 }
 
 // groupVersionKey is how discovery writes a group version: "v1" for the

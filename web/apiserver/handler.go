@@ -206,6 +206,9 @@ type route struct {
 	watchPath bool
 	// cluster marks a cluster-scoped resource's path.
 	cluster bool
+	// subresource is the served subresource the path names after the
+	// object's name (namespaces/<name>/status), empty for the object.
+	subresource string
 }
 
 // parseResourcePath parses what follows /apis/<group>/<version>/ (or
@@ -221,7 +224,15 @@ func (h *Handler) parseResourcePath(groupName, version, rest string) (route, boo
 		seg = seg[1:]
 	}
 	var plural string
+	// <plural>/<name>/<subresource> of a cluster-scoped resource, where
+	// the third segment names no resource (namespaces/<ns>/<plural>).
+	thirdIsResource := false
+	if len(seg) == 3 {
+		_, thirdIsResource = h.eng.ResourceFor(groupName, version, seg[2])
+	}
 	switch {
+	case len(seg) == 3 && !thirdIsResource && !rt.watchPath:
+		plural, rt.name, rt.subresource = seg[0], seg[1], seg[2]
 	case len(seg) >= 3 && seg[0] == "namespaces" && len(seg) <= 4:
 		rt.namespace, plural = seg[1], seg[2]
 		if len(seg) == 4 {
@@ -238,13 +249,19 @@ func (h *Handler) parseResourcePath(groupName, version, rest string) (route, boo
 	if !ok || plural == "" {
 		return rt, false
 	}
+	if rt.subresource != "" {
+		// Only cluster-scoped resources have subresources here.
+		if _, ok := res.Subresource(rt.subresource); !ok || res.Namespaced || rt.name == "" {
+			return rt, false
+		}
+	}
 	if res.Namespaced {
 		if (len(seg) == 4 && rt.name == "") || (rt.namespace == "" && !rt.allNamespaces) {
 			return rt, false
 		}
 	} else {
 		// Cluster-scoped: /<plural> and /<plural>/<name> only.
-		if rt.namespace != "" || (len(seg) == 2 && rt.name == "") {
+		if rt.namespace != "" || (len(seg) >= 2 && rt.name == "") {
 			return rt, false
 		}
 		rt.allNamespaces, rt.cluster = false, true
@@ -265,6 +282,16 @@ func (h *Handler) serveResource(rc *fasthttp.RequestCtx, rt route) {
 	var fn verb
 	produces := h.produces
 	switch {
+	case rt.subresource != "":
+		sub, _ := rt.res.Subresource(rt.subresource)
+		switch {
+		case method == http.MethodGet && contains(sub.Verbs, "get"):
+			fn = (*request).get
+		case method == http.MethodPut && contains(sub.Verbs, "update"):
+			fn = (*request).update
+		case method == http.MethodPatch && contains(sub.Verbs, "patch"):
+			fn = (*request).patch
+		}
 	case rt.watchPath:
 		if method == http.MethodGet {
 			fn, produces = (*request).watchForced, h.producesAll

@@ -43,6 +43,8 @@ func newRequest(h *Handler, rc *fasthttp.RequestCtx, rt route) *request {
 		Namespace: rt.namespace,
 		UserAgent: string(rc.Request.Header.UserAgent()),
 		User:      userOf(rc),
+
+		Subresource: rt.subresource,
 	}
 	r.gv = schema.GroupVersion{Group: rt.res.Group, Version: rt.version}
 	// The deprecation warning comes first, as upstream adds it before the

@@ -20,7 +20,8 @@ import (
 type review struct {
 	res *engine.Resource
 	// answer fills the response to the decoded request object.
-	answer func(h *Handler, u auth.User, in runtime.Object) (runtime.Object, error)
+	// fieldManager and userAgent name the request's field manager.
+	answer func(h *Handler, u auth.User, in runtime.Object, fieldManager, userAgent string) (runtime.Object, error)
 }
 
 // reviewResource describes a review for discovery: cluster-scoped, in
@@ -107,7 +108,7 @@ func (r *request) createReview(rv *review) error {
 	if err != nil {
 		return err
 	}
-	out, err := rv.answer(r.h, requesterOf(r.rc), in)
+	out, err := rv.answer(r.h, requesterOf(r.rc), in, opts.FieldManager, r.scope.UserAgent)
 	if err != nil {
 		return err
 	}
@@ -116,12 +117,13 @@ func (r *request) createReview(rv *review) error {
 
 // answerAccessReview echoes the review with its status filled
 // (selfsubjectaccessreview.REST.Create).
-func answerAccessReview(h *Handler, u auth.User, in runtime.Object) (runtime.Object, error) {
+func answerAccessReview(h *Handler, u auth.User, in runtime.Object, fieldManager, userAgent string) (runtime.Object, error) {
 	review, ok := in.(*authorizationv1.SelfSubjectAccessReview)
 	if !ok {
 		return nil, badRequestf("not a SelfSubjectAccessReview: %#v", in)
 	}
-	if err := engine.ValidateSelfSubjectAccessReview(review); err != nil {
+	review, err := engine.PrepareSelfSubjectAccessReview(review, fieldManager, userAgent)
+	if err != nil {
 		return nil, err
 	}
 	review.Status = auth.AccessReview(h.authz, u, review.Spec)
@@ -131,7 +133,7 @@ func answerAccessReview(h *Handler, u auth.User, in runtime.Object) (runtime.Obj
 // answerRulesReview lists the requester's rules in spec.namespace. Like
 // selfsubjectrulesreview.REST.Create it answers a new object: the spec is
 // not echoed.
-func answerRulesReview(h *Handler, u auth.User, in runtime.Object) (runtime.Object, error) {
+func answerRulesReview(h *Handler, u auth.User, in runtime.Object, _, _ string) (runtime.Object, error) {
 	review, ok := in.(*authorizationv1.SelfSubjectRulesReview)
 	if !ok {
 		return nil, badRequestf("not a SelfSubjectRulesReview: %#v", in)
@@ -144,7 +146,7 @@ func answerRulesReview(h *Handler, u auth.User, in runtime.Object) (runtime.Obje
 
 // answerSelfSubjectReview reports who the requester is
 // (selfsubjectreview.REST.Create), stamped with the time of the answer.
-func answerSelfSubjectReview(_ *Handler, u auth.User, in runtime.Object) (runtime.Object, error) {
+func answerSelfSubjectReview(_ *Handler, u auth.User, in runtime.Object, _, _ string) (runtime.Object, error) {
 	if _, ok := in.(*authenticationv1.SelfSubjectReview); !ok {
 		return nil, badRequestf("not a SelfSubjectReview: %#v", in)
 	}
