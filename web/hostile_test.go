@@ -41,8 +41,10 @@ func rawExchange(t *testing.T, base, req string, checkClose ...bool) (*http.Resp
 	if len(checkClose) == 0 {
 		return resp, string(body), false
 	}
-	// A closed connection reads EOF at once; an open one times out.
-	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	// A closed connection reads EOF at once; an open one times out. Every
+	// caller wants it closed, so the wait is long enough for a loaded
+	// machine's server to get round to closing it (300 ms was not always).
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = br.ReadByte()
 	closed := err == io.EOF
 	return resp, string(body), closed
@@ -123,9 +125,11 @@ func TestBodyIsNotReadBeforeAuthentication(t *testing.T) {
 	if resp.StatusCode != 401 || !closed {
 		t.Errorf("got %d closed=%v, want 401 and a closed connection", resp.StatusCode, closed)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the 401 took %v: the server waited for the body", d)
-	}
+	// A server that waited for the body would answer only when its 30 s
+	// read timeout (web's readTimeout) ended the request: rawExchange's
+	// 10 s deadline fails that read, and no tighter bound is asserted (a
+	// loaded machine may take seconds to answer).
+	t.Logf("the 401 came after %v", time.Since(start).Round(time.Millisecond))
 	// A small unauthenticated body is drained, and the connection serves
 	// the next request.
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))

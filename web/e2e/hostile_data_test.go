@@ -63,7 +63,8 @@ func send(t *testing.T, method, url, contentType string, body []byte) (int, stri
 // annotation keys took 9-12 s of managedFields work before their 422, and
 // four at once slowed every other client. Validation now runs first, on
 // create, update, merge patch and apply: each answers kube-apiserver's 422
-// in well under two seconds, four at once included.
+// with well under two seconds of the server's CPU (four of a patch), four
+// at once included.
 func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
 	testneeds.Slow(t, "many large hostile requests")
 	ts := startServer(t)
@@ -92,19 +93,24 @@ func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
 		{"apply", "PATCH", leases + "/target?fieldManager=e2e", "application/apply-patch+yaml", "target", hostileAnnotations("target")},
 	}
 	for _, c := range cases {
+		cpu0 := processCPU(t, ts.Pid())
 		code, body, took := send(t, c.method, c.url, c.contentType, c.body)
-		t.Logf("%s of 100,000 annotation keys (%d bytes): %d in %v", c.verb, len(c.body), code, took)
+		cpu := processCPU(t, ts.Pid()) - cpu0
+		t.Logf("%s of 100,000 annotation keys (%d bytes): %d in %v, %v of the server's CPU", c.verb, len(c.body), code, took, cpu)
 		if code != 422 || !strings.Contains(body, fmt.Sprintf(invalid, c.name)) || !strings.Contains(body, `"reason":"Invalid"`) {
 			t.Errorf("%s: %d %.300s", c.verb, code, body)
 		}
 		// Create and update decode the body once; a patch is parsed once
 		// more and merged into the live object: still linear, but slower.
+		// The bound is on the server's CPU time, the work done, which a
+		// loaded machine does not inflate as it does the wall-clock time
+		// (at a load of 50 on 2 cores a refusal took 1-24 s of it).
 		bound := 2 * time.Second
 		if c.method == "PATCH" {
 			bound = 4 * time.Second
 		}
-		if took > bound {
-			t.Errorf("%s refused in %v, want under %v", c.verb, took, bound)
+		if cpu > bound {
+			t.Errorf("%s refused with %v of the server's CPU, want under %v", c.verb, cpu, bound)
 		}
 	}
 
@@ -127,6 +133,7 @@ func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
 		}
 	}()
 	var hostile sync.WaitGroup
+	cpu0 := processCPU(t, ts.Pid())
 	took := make([]time.Duration, 4)
 	for i := range took {
 		hostile.Add(1)
@@ -140,6 +147,7 @@ func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
 		}()
 	}
 	hostile.Wait()
+	cpu := processCPU(t, ts.Pid()) - cpu0
 	close(stop)
 	wg.Wait()
 	slices.Sort(reads)
@@ -147,11 +155,10 @@ func TestE2EHostileAnnotationsRefusedFast(t *testing.T) {
 	if len(reads) > 0 {
 		p50 = reads[len(reads)/2]
 	}
-	t.Logf("four concurrent hostile creates: %v; %d GETs meanwhile, p50 %v", took, len(reads), p50)
-	for i, d := range took {
-		if d > 5*time.Second {
-			t.Errorf("concurrent create %d refused in %v, want under 5s", i, d)
-		}
+	t.Logf("four concurrent hostile creates: %v, %v of the server's CPU in all; %d GETs meanwhile, p50 %v", took, cpu, len(reads), p50)
+	// Four refusals' work (and the GETs'), the server's CPU time again.
+	if bound := 4 * 2 * time.Second; cpu > bound {
+		t.Errorf("four concurrent creates refused with %v of the server's CPU, want under %v", cpu, bound)
 	}
 }
 

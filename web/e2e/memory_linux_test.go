@@ -38,6 +38,34 @@ func statusKB(t *testing.T, pid int, field string) int {
 	return 0
 }
 
+// processCPU is the CPU time (user and system) a process has used so far,
+// from /proc/<pid>/stat, in clock ticks of 10 ms (USER_HZ is 100 on Linux
+// wherever Go runs). Unlike a wall-clock duration it does not grow when
+// other work loads the machine: a bound on it holds beside CPU burners.
+func processCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after it (state is field 3, utime 14, stime 15).
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %q: %v", pid, data, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
 // TestE2EIdleServerReleasesMemory checks what the footprint figure in the
 // README relies on: a server that stops getting requests returns its free
 // heap and unmaps its executable's start-up pages within a few seconds,
