@@ -202,6 +202,10 @@ func (s *Scheduler) take(ctx context.Context, start time.Time) (string, int64, i
 			err = cerr
 		}
 		size = pf.written
+		if err == nil {
+			// The last few MiB were written after the last check.
+			err = pf.checkSpace()
+		}
 		if errors.Is(err, syscall.ENOSPC) {
 			return fmt.Errorf("%w: %s filled up while the snapshot was written: %w", ErrLowSpace, dir, err)
 		}
@@ -226,18 +230,18 @@ func (s *Scheduler) take(ctx context.Context, start time.Time) (string, int64, i
 	return path, rev, size, syncDir(dir)
 }
 
-// estimate is the expected size of a snapshot: the source's, or the last
-// one's.
+// estimate is the expected size of a snapshot: the newest one's (the
+// closest: the database grows slowly, and the write itself stops at the
+// floor if it grew), else the source's (the database file's size, which
+// bbolt's preallocation makes larger than a copy).
 func (s *Scheduler) estimate(ctx context.Context) int64 {
+	if files, err := List(ctx, s.opts.Dir, false); err == nil && len(files) > 0 {
+		return files[0].SizeBytes
+	}
 	if s.opts.Size != nil {
 		if n, err := s.opts.Size(ctx); err == nil && n > 0 {
 			return n
 		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lastSuccess != nil {
-		return s.lastSuccess.SizeBytes
 	}
 	return 0
 }
