@@ -45,6 +45,7 @@ func TestClusterScheduledSnapshots(t *testing.T) {
 	dir := filepath.Join(follower.dataDir, "snapshots")
 	// A snapshot started after the writes were acknowledged holds them.
 	var newest string
+	var data []byte // newest's bytes, read at once: the schedule prunes it 4s later
 	eventually(t, 60*time.Second, follower.name+" keeps two snapshots, the newest started after the writes", func() (bool, string) {
 		entries, _ := os.ReadDir(dir)
 		var names []string
@@ -56,7 +57,11 @@ func TestClusterScheduledSnapshots(t *testing.T) {
 		}
 		newest = names[1] // by name: time, then revision
 		info, err := os.Stat(filepath.Join(dir, newest))
-		return err == nil && info.ModTime().After(acked.Add(time.Second)), fmt.Sprint(names)
+		if err != nil || !info.ModTime().After(acked.Add(time.Second)) {
+			return false, fmt.Sprint(names)
+		}
+		data, err = os.ReadFile(filepath.Join(dir, newest))
+		return err == nil, fmt.Sprint(names, err)
 	})
 	m := snapshotName.FindStringSubmatch(newest)
 	if m == nil {
@@ -101,10 +106,6 @@ func TestClusterScheduledSnapshots(t *testing.T) {
 
 	// The cluster is lost; the follower's newest snapshot restores it.
 	snap := filepath.Join(t.TempDir(), newest)
-	data, err := os.ReadFile(filepath.Join(dir, newest))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(snap, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
