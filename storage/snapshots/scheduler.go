@@ -171,6 +171,9 @@ func (s *Scheduler) TakeOne(ctx context.Context) clusterapi.SnapshotRun {
 // revision and size.
 func (s *Scheduler) take(ctx context.Context, start time.Time) (string, int64, int64, error) {
 	dir := s.opts.Dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", 0, 0, fmt.Errorf("snapshots: %w", err)
+	}
 	free, err := freeBytes(dir)
 	if err != nil {
 		return "", 0, 0, err
