@@ -20,7 +20,7 @@ WORK=$(mktemp -d)
 BIN=$WORK/leasehold
 go build -o "$BIN" .
 BASE=${PORT:-18540}
-COMMON=(--log-level info --write-kubeconfig - --storage-quota-bytes $((2 << 30)) --cluster-large-write-bytes-per-sec 0)
+COMMON=(--log-level info --write-kubeconfig - --cluster-request-timeout 10s --storage-quota-bytes $((2 << 30)) --cluster-large-write-bytes-per-sec 0)
 
 PIDS=()
 start_members() { # extra serve flags
@@ -52,17 +52,25 @@ trap 'stop_members; rm -rf "$WORK"' EXIT
 start_members --snapshot-interval 0
 echo "filling the database with ${SIZE_MB} MB of large leases"
 python3 - "$SIZE_MB" "http://127.0.0.1:$((BASE + 1))" <<'PY'
-import json, sys, urllib.request, concurrent.futures
+import json, sys, urllib.request, urllib.error, concurrent.futures
 mb, url = int(sys.argv[1]), sys.argv[2]
-pad = "x" * (200 << 10)  # annotations are limited to 256 KiB in all, as in Kubernetes
+pad = "x" * (60 << 10)  # under 64 KiB: not a "large value", which the quota bounds to a quarter
 def put(i):
     body = json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": f"big-{i:05d}", "annotations": {"pad": pad}}, "spec": {"holderIdentity": "filler"}}).encode()
     req = urllib.request.Request(url + "/apis/coordination.k8s.io/v1/namespaces/default/leases", data=body,
         headers={"Content-Type": "application/json"}, method="POST")
-    urllib.request.urlopen(req, timeout=60).read()
+    for attempt in range(5):
+        try:
+            urllib.request.urlopen(req, timeout=60).read()
+            return
+        except urllib.error.HTTPError as e:
+            if e.code == 409:
+                return
+            err = f"{e.code} {e.read()[:300]!r}"
+    raise SystemExit(f"create big-{i:05d}: {err}")
 with concurrent.futures.ThreadPoolExecutor(4) as ex:
-    list(ex.map(put, range(mb * 5)))
+    list(ex.map(put, range(mb * 17)))
 PY
 du -sh "$WORK"/d1/cluster 2>/dev/null || true
 
