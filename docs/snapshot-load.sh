@@ -36,10 +36,18 @@ start_members() { # extra serve flags
 			--peer-listen 127.0.0.1:$((BASE + 100 * i + 1000)) --member-name "m$i" --ready-file "$WORK/d$i.url" \
 			"${COMMON[@]}" "$@" >>"$WORK/m$i.log" 2>&1 &
 		PIDS+=($!)
-		for _ in $(seq 900); do [ -e "$WORK/d$i.url" ] && break; sleep 0.1; done
-		[ -e "$WORK/d$i.url" ] || { echo "member m$i did not start" >&2; tail -20 "$WORK/m$i.log" >&2; exit 1; }
+		# A restart waits for the others (no quorum alone); a join for
+		# the member it joins.
+		[ ${#args[@]} -eq 0 ] || wait_ready "$i"
 		join=http://127.0.0.1:$((BASE + i))
 	done
+	for i in 1 2 3; do wait_ready "$i"; done
+}
+wait_ready() {
+	for _ in $(seq 1800); do [ -e "$WORK/d$1.url" ] && return; sleep 0.1; done
+	echo "member m$1 did not start" >&2
+	tail -20 "$WORK/m$1.log" >&2
+	exit 1
 }
 stop_members() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
