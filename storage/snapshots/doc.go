@@ -26,7 +26,8 @@
 //
 // It stays out of the way of the raft heartbeats and the renewals: the
 // copy is written (and checked) by one OS thread of its own whose I/O
-// priority is the idle class on Linux (ioprio_set), paced to
+// priority is the idle class on Linux (ioprio_set) and whose CPU
+// niceness is 19, paced to
 // --snapshot-bytes-per-sec, and flushed to the disk every few MiB rather
 // than in one large fsync at the end, which would queue the WAL's fsyncs
 // behind it.

@@ -16,13 +16,22 @@ const (
 // has no effect, and the pacing (Flags.BytesPerSec) is what protects
 // them. The caller has locked its goroutine to the thread, and the thread
 // ends with it (the priority dies with the thread).
+//
+// The thread's CPU niceness goes to 19 as well: checking the copy (its
+// digest, bbolt's page check, every revision decoded) is CPU work, which
+// on a small device would otherwise take turns with the raft loop and the
+// renewals as an equal.
 func lowerIOPriority() error {
-	_, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(unix.Gettid()), ioprioClassIdle<<ioprioClassShift)
+	tid := unix.Gettid()
+	_, _, errno := unix.Syscall(unix.SYS_IOPRIO_SET, ioprioWhoProcess, uintptr(tid), ioprioClassIdle<<ioprioClassShift)
 	if errno != 0 {
 		return errno
 	}
-	return nil
+	return unix.Setpriority(unix.PRIO_PROCESS, tid, lowestNice)
 }
+
+// lowestNice is the lowest CPU priority a thread can have.
+const lowestNice = 19
 
 // ioPriority is the calling thread's I/O priority class, for tests.
 func ioPriorityClass() (int, error) {
