@@ -9,7 +9,7 @@
 # elections, and etcd's "leader failed to send out heartbeat on time" and
 # "slow fdatasync" warnings in the members' logs.
 #
-#   docs/snapshot-load.sh        # SIZE_MB=200 DURATION=40s
+#   docs/snapshot-load.sh        # SIZE_MB=200 DURATION=40s PHASES="none paced unpaced"
 #
 # Needs: go, curl, jq, python3, openssl.
 set -euo pipefail
@@ -88,6 +88,10 @@ phase() { # name, then serve flags for the restart
 	stop_members
 	start_members "$@"
 	sleep 8 # the first snapshot is due 5 s after the start
+	for _ in $(seq 300); do # and a raft leader, after the restart
+		curl -fsS -o /dev/null "http://127.0.0.1:$((BASE + 1))/readyz" 2>/dev/null && break
+		sleep 0.2
+	done
 	local lines=()
 	for i in 1 2 3; do lines+=("$(wc -l <"$WORK/m$i.log")"); done
 	"$BIN" bench --server "http://127.0.0.1:$((BASE + 1))" --clients 16 --leases 200 --warmup 2s --duration "$DURATION" \
@@ -106,6 +110,11 @@ phase() { # name, then serve flags for the restart
 		  snapshots_written: $sn, leader_elections: $el, late_heartbeat_warnings: $hb, slow_fdatasync_warnings: $fs}' "$WORK/$name.json"
 	grep -h 'Wrote a snapshot' "$WORK"/m*.log | tail -n 1 || true
 }
-phase none --snapshot-interval 0
-phase paced --snapshot-interval 5s --snapshot-min-free-bytes 0
-phase unpaced --snapshot-interval 5s --snapshot-min-free-bytes 0 --snapshot-bytes-per-sec 0
+PHASES=${PHASES:-none paced unpaced}
+for p in $PHASES; do
+	case $p in
+	none) phase none --snapshot-interval 0 ;;
+	paced) phase paced --snapshot-interval 5s --snapshot-min-free-bytes 0 ;;
+	unpaced) phase unpaced --snapshot-interval 5s --snapshot-min-free-bytes 0 --snapshot-bytes-per-sec 0 ;;
+	esac
+done
