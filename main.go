@@ -48,7 +48,7 @@ var commands = []cli.Command{
 	lease.HealthcheckCommand,
 	// A backup while the server runs goes through its API: the client
 	// code downloads it, so that storage need not know HTTP.
-	dbcmd.BackupCommand(lease.DownloadBackup, engine.CheckStoredValue),
+	dbcmd.BackupCommand(lease.DownloadBackup, lease.ListSnapshots, engine.CheckStoredValue),
 	dbcmd.RestoreCommand,
 	// "cluster reset" works on a stopped member's data, with storage.
 	clusterclient.CommandWith(dbcmd.ClusterResetCommand),

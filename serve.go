@@ -26,6 +26,7 @@ import (
 	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
+	"github.com/leasehold/leasehold/storage/snapshots"
 	"github.com/leasehold/leasehold/web"
 	"github.com/leasehold/leasehold/web/metrics"
 	"github.com/leasehold/leasehold/web/sdnotify"
@@ -81,6 +82,8 @@ type server struct {
 	// memberStopped is closed when a cluster member's etcd member stops
 	// (nil on other storage).
 	memberStopped <-chan struct{}
+	// snaps takes the scheduled snapshots (nil: none).
+	snaps *snapshots.Scheduler
 }
 
 // serve runs the server until ctx is done.
@@ -148,6 +151,9 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}()
 	background.Go(func() { s.leadElection(bgCtx, electionOpts, first) })
 	background.Go(func() { s.drains.Run(bgCtx) })
+	if s.snaps = backend.NewSnapshots(s.store, cfg.Storage.Snapshots, cfg.Layout, logger.With("component", "snapshots")); s.snaps != nil {
+		background.Go(func() { s.snaps.Run(bgCtx) })
+	}
 
 	wopts := s.webOptions(sec)
 	srv, err := web.NewServer(wopts)
@@ -329,6 +335,9 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 	}
 	if b, ok := s.store.(storage.BackupBarrier); ok {
 		opts.BackupBarrier = b.BackupBarrier
+	}
+	if s.snaps != nil {
+		opts.Snapshots = s.snaps.Status
 	}
 	if ms, ok := s.store.(*backend.MemberStore); ok {
 		opts.Cluster = ms.Membership()

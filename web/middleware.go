@@ -246,6 +246,8 @@ func (s *Server) route(rc *fasthttp.RequestCtx) {
 		s.serveMetrics(rc)
 	case p == backupPath && s.backup != nil:
 		s.serveBackup(rc)
+	case p == snapshotsPath && s.snapshots != nil:
+		s.serveSnapshots(rc)
 	case s.cluster != nil && (p == clusterPath || strings.HasPrefix(p, clusterPath+"/")):
 		s.serveCluster(rc, p)
 	case isDrainPath(p):

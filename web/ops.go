@@ -25,6 +25,10 @@ import (
 // clients (leasehold backup --server); ABAC names it as a non-resource path.
 const backupPath = "/leasehold/v1/backup"
 
+// snapshotsPath lists the scheduled snapshots; an admin path, as the
+// backup is.
+const snapshotsPath = clusterapi.SnapshotsPath
+
 // backupBarrierTimeout bounds the backup's barrier (the member bounds it
 // too, more tightly).
 const backupBarrierTimeout = 10 * time.Second
@@ -80,10 +84,21 @@ func (s *Server) serveBackup(rc *fasthttp.RequestCtx) {
 	})
 }
 
+// serveSnapshots lists the scheduled snapshots (leasehold backup list).
+func (s *Server) serveSnapshots(rc *fasthttp.RequestCtx) {
+	if !rc.IsGet() {
+		s.api.WriteError(rc, apiserver.ErrMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	writeJSON(rc, s.snapshots(ctx))
+}
+
 // metricSources wires the scrape-time sources the server can provide:
 // leases from the engine, storage and plugins from the UI's sources.
 func (s *Server) metricSources(opts Options) metrics.Sources {
-	src := metrics.Sources{Election: opts.Election, Undecodable: s.undecodable, Watches: opts.Engine.WatchStats}
+	src := metrics.Sources{Election: opts.Election, Undecodable: s.undecodable, Watches: opts.Engine.WatchStats, Snapshots: opts.Snapshots}
 	if res, ok := opts.Engine.ResourceFor(coordinationv1.GroupName, "v1", "leases"); ok {
 		eng := opts.Engine
 		src.Leases = func(ctx context.Context) ([]metrics.Lease, error) {

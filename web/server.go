@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/flowcontrol"
@@ -73,6 +74,10 @@ type Options struct {
 	// refuses the backup with 503, and its revision, which the copy must
 	// reach, goes to the client in clusterapi.BarrierRevisionHeader.
 	BackupBarrier func(ctx context.Context) (int64, error)
+	// Snapshots, when set, serves GET /leasehold/v1/snapshots (the
+	// scheduled snapshots: storage/snapshots's Scheduler.Status fits) and
+	// feeds the UI's system page and the leasehold_snapshot_* metrics.
+	Snapshots func(ctx context.Context) clusterapi.Snapshots
 	// Cluster, when set, serves /leasehold/v1/cluster: the members of an
 	// embedded etcd cluster, their removal, and the join handshake.
 	Cluster Cluster
@@ -126,6 +131,7 @@ type Server struct {
 	metrics      *metrics.Registry
 	backup       func(ctx context.Context, w io.Writer) (int64, error)
 	barrier      func(ctx context.Context) (int64, error)
+	snapshots    func(ctx context.Context) clusterapi.Snapshots
 	cluster      Cluster
 	limits       *limiter
 	flow         *flowcontrol.Controller
@@ -160,7 +166,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, allowedHosts: normalizeAllowedHosts(opts.AllowedHosts), authz: opts.Policies, metrics: opts.Metrics,
-		backup: opts.Backup, barrier: opts.BackupBarrier, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
+		backup: opts.Backup, barrier: opts.BackupBarrier, snapshots: opts.Snapshots, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
 		eng: opts.Engine, drains: opts.Drains,
 	}
 	if s.log == nil {
@@ -186,6 +192,9 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	s.api = api
+	if opts.Snapshots != nil && opts.UI.Snapshots == nil {
+		opts.UI.Snapshots = opts.Snapshots
+	}
 	if s.ui, err = ui.New(ui.Options{
 		Sources: opts.UI, Version: opts.Version, Logger: s.log, Checks: s.readyChecks, Engine: opts.Engine,
 	}); err != nil {

@@ -51,6 +51,10 @@ func (l Layout) PluginSequences() string { return filepath.Join(l.Dir, "plugin-s
 // WASMCache is wazero's compilation cache of the strategy modules.
 func (l Layout) WASMCache() string { return filepath.Join(l.Dir, "wasm-cache") }
 
+// Snapshots is the scheduled snapshots' directory (--snapshot-dir's
+// default).
+func (l Layout) Snapshots() string { return filepath.Join(l.Dir, "snapshots") }
+
 // Member is the embedded etcd member's files (--cluster-init, --join).
 func (l Layout) Member() MemberFiles { return MemberFilesIn(filepath.Join(l.Dir, "cluster")) }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/storage/boltdb"
 	"github.com/leasehold/leasehold/storage/cluster"
 	"github.com/leasehold/leasehold/storage/etcd"
+	"github.com/leasehold/leasehold/storage/snapshots"
 )
 
 // Store is what serve needs of a storage backend. The optional
@@ -52,6 +53,8 @@ type Config struct {
 	AcceptMetaFallback bool
 	// Cluster holds the flags of an embedded etcd member or a replica.
 	Cluster cluster.Flags
+	// Snapshots is the snapshot schedule (NewSnapshots).
+	Snapshots snapshots.Flags
 }
 
 // RegisterFlags adds the storage flags to fs.
@@ -81,6 +84,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Cluster.MoveSlowLeader, "cluster-move-slow-leader", true, "let a member that has found the etcd leader's commits slow for 5 s, while another member answers it several times faster than the leader, move the leadership to itself (at most once a minute); off: it only reports it (log, leasehold_cluster_leader_slow, cluster status)")
 	fs.Int64Var(&c.Cluster.LargeWriteBytesPerSec, "cluster-large-write-bytes-per-sec", DefaultLargeWriteBytesPerSec, "most `bytes` per second of values over 64 KiB that a cluster member or replica writes (a larger write waits its turn): every write of a cluster goes through one raft log and every member's WAL, and a storm of large writes would hold the renewals queued behind it (0: unlimited)")
 	fs.DurationVar(&c.Cluster.CertValidity, "cluster-cert-validity", pki.DefaultCertValidity, "how long the certificates of cluster members and replicas last (those this member issues: its own, joiners', replicas' and their renewals); every member and replica renews its own at about two thirds of it (with jitter), without a restart; use the same value on every member")
+	c.Snapshots.RegisterFlags(fs)
 	fs.BoolVar(&c.AcceptMetaFallback, "accept-meta-fallback", false, "open a database whose newer meta page is damaged on the older one, which may lose the last committed write (default: refuse to start)")
 }
 

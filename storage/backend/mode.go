@@ -52,6 +52,9 @@ func (m Mode) Shared() bool { return m != SingleDevice }
 // database from it would split the device off its cluster without a
 // word), and one that holds a replica restarts as one.
 func (c *Config) Resolve(dir datadir.Layout) (Mode, error) {
+	if err := c.Snapshots.Validate(); err != nil {
+		return 0, err
+	}
 	cl := &c.Cluster
 	holdsMember := exists(dir.Member().State)
 	replica := cl.Replica || exists(dir.Replica().State)

@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/internal/testneeds"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // monitoringDir holds the alert rules, their promtool unit tests and the
@@ -43,6 +44,12 @@ func fullScrape(t *testing.T) string {
 		Undecodable: func() engine.UndecodableStats { return engine.UndecodableStats{} },
 		Watches:     func() engine.WatchStats { return engine.WatchStats{} },
 		RaftLeader:  func() bool { return true },
+		Snapshots: func(context.Context) clusterapi.Snapshots {
+			ok := &clusterapi.SnapshotRun{Time: time.Unix(2000000000, 0), Result: clusterapi.SnapshotOK, Revision: 5, SizeBytes: 4096, DurationMs: 20}
+			return clusterapi.Snapshots{IntervalSeconds: 3600, Retention: 5, Last: ok, LastSuccess: ok,
+				Runs:  map[string]uint64{clusterapi.SnapshotOK: 1, clusterapi.SnapshotFailed: 0, clusterapi.SnapshotRefusedLowSpace: 0},
+				Files: []clusterapi.SnapshotFile{{Name: "leasehold-20330518T033320Z-r5.db", Time: ok.Time, Revision: 5, SizeBytes: 4096}}}
+		},
 		Certificates: func() []Certificate {
 			return []Certificate{{Use: "serving", Subject: "s", Serial: "1", NotAfter: time.Unix(2000000000, 0)}}
 		},
@@ -84,7 +91,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	run("check", "rules", "leasehold-alerts.yml")
-	run("test", "rules", "leasehold-alerts_test.yml", "leasehold-alerts_backup_test.yml")
+	run("test", "rules", "leasehold-alerts_test.yml", "leasehold-alerts_backup_test.yml", "leasehold-alerts_snapshot_test.yml")
 
 	have := exported(fullScrape(t))
 	for _, file := range []string{"leasehold-alerts.yml", "leasehold-dashboard.json"} {

@@ -48,6 +48,9 @@ func (r *Registry) writeSources(ctx context.Context, w io.Writer, src *Sources) 
 	if src.Watches != nil {
 		writeWatches(w, src.Watches())
 	}
+	if src.Snapshots != nil {
+		writeSnapshots(w, src.Snapshots(ctx))
+	}
 	if src.RaftLeader != nil {
 		leader := 0
 		if src.RaftLeader() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // Sources supply the state read at scrape time. Every field is optional:
@@ -32,6 +33,8 @@ type Sources struct {
 	// leader slow while a healthier member answers, and its last quorum
 	// round trip (nil on a single device).
 	LeaderSlow func() (bool, time.Duration)
+	// Snapshots reports the scheduled snapshots (nil: none scheduled).
+	Snapshots func(ctx context.Context) clusterapi.Snapshots
 	// Certificates lists the certificates the server presents, for
 	// their expiry.
 	Certificates func() []Certificate

@@ -219,6 +219,10 @@ func (h *Handler) system(ctx context.Context) SystemStatus {
 			st.Cluster = c
 		}
 	}
+	if src := h.opts.Sources.Snapshots; src != nil {
+		snaps := src(ctx)
+		st.Snapshots = &snaps
+	}
 	if src := h.opts.Sources.Modules; src != nil {
 		st.Modules = src()
 		if st.Modules == nil {

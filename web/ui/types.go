@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/plugins/status"
+	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
 // Sources supply the facts the Kubernetes API does not carry. Every field
@@ -42,6 +43,9 @@ type Sources struct {
 	// of, JSON-encoded as it is (GET /leasehold/v1/cluster's body); nil on
 	// a single device.
 	Cluster func(ctx context.Context) (any, error)
+	// Snapshots reports the scheduled snapshots (the system page's
+	// Snapshots card); nil when none are scheduled.
+	Snapshots func(ctx context.Context) clusterapi.Snapshots
 }
 
 // DecisionHistory is what the UI needs of the decision history.
@@ -83,6 +87,9 @@ type SystemStatus struct {
 	// device; ClusterError says why it is missing when the source failed.
 	Cluster      any    `json:"cluster,omitempty"`
 	ClusterError string `json:"clusterError,omitempty"`
+	// Snapshots is the scheduled snapshots, absent when none are
+	// scheduled.
+	Snapshots *clusterapi.Snapshots `json:"snapshots,omitempty"`
 	// Modules is nil (JSON null, "no data") when no source is wired.
 	Modules    []status.Module `json:"modules"`
 	Checks     []Check         `json:"checks"`

@@ -34,12 +34,17 @@ type CheckValue func(key string, value []byte) error
 // stderr and, without --keep-undecodable, keeps the copy from being
 // written and makes the exit status 1. An existing FILE is replaced only
 // with --force: a mistyped name must not destroy the last good backup.
-func BackupCommand(remote RemoteBackup, check CheckValue) cli.Command {
+// "leasehold backup list" lists the scheduled snapshots (backupList),
+// through list with --kubeconfig.
+func BackupCommand(remote RemoteBackup, list RemoteSnapshots, check CheckValue) cli.Command {
 	return cli.Command{
 		Name:     "backup",
-		Synopsis: backupSynopsis,
-		Summary:  "write a consistent copy of the database (from the running server or the file)",
+		Synopsis: backupSynopsis + "\n" + listSynopsis,
+		Summary:  "write a consistent copy of the database (from the running server or the file); list the scheduled snapshots",
 		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			if len(args) > 0 && args[0] == "list" {
+				return backupList(ctx, list, args[1:], stdout, stderr)
+			}
 			return backup(ctx, remote, check, args, stdout, stderr)
 		},
 	}

@@ -39,7 +39,7 @@ func TestBackupRefusesToOverwrite(t *testing.T) {
 	}
 	run := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := BackupCommand(nil, check).Run(ctx, append([]string{"--data-dir", dataDir}, args...), &stdout, &stderr)
+		code := BackupCommand(nil, nil, check).Run(ctx, append([]string{"--data-dir", dataDir}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 
@@ -168,7 +168,7 @@ func TestBackupRefusesACopyBelowTheBarrier(t *testing.T) {
 			return n, "https://member", barrier, err
 		}
 		var stdout, stderr bytes.Buffer
-		code := BackupCommand(remote, nil).Run(ctx, []string{"--data-dir", dataDir, "--kubeconfig", "member.kubeconfig", file}, &stdout, &stderr)
+		code := BackupCommand(remote, nil, nil).Run(ctx, []string{"--data-dir", dataDir, "--kubeconfig", "member.kubeconfig", file}, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	below := filepath.Join(t.TempDir(), "below.db")

@@ -145,6 +145,7 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		printStale(stdout, st)
 		if rest[0] == "status" {
 			printCertificates(stdout, st)
+			printLastSnapshot(ctx, stdout, c)
 		}
 		return cli.ExitOK
 	case "remove", "revoke":
@@ -236,6 +237,30 @@ func printSummary(stdout io.Writer, st clusterapi.Status) {
 			sl.Leader, sl.SinceSeconds, sl.QuorumRoundTripMs, sl.Leader, sl.LeaderRoundTripMs, sl.Healthier, sl.HealthierRoundTripMs, sl.Healthier)
 	}
 	fmt.Fprintln(stdout)
+}
+
+// printLastSnapshot says, under the table, when the answering member
+// last took its scheduled snapshot, and how it went; nothing when it
+// takes none.
+func printLastSnapshot(ctx context.Context, w io.Writer, c *lease.Client) {
+	var snaps clusterapi.Snapshots
+	if err := c.GetJSON(ctx, clusterapi.SnapshotsPath, &snaps); err != nil {
+		if !lease.IsNotFound(err) {
+			fmt.Fprintf(w, "\nlast snapshot of this member: unknown (%v)\n", err)
+		}
+		return
+	}
+	now := time.Now()
+	last := snaps.Last
+	if last == nil && len(snaps.Files) > 0 {
+		f := snaps.Files[0]
+		last = &clusterapi.SnapshotRun{Time: f.Time, Result: clusterapi.SnapshotOK, File: f.Name, Revision: f.Revision, SizeBytes: f.SizeBytes}
+	}
+	fmt.Fprintf(w, "\nlast snapshot of this member: %s\n", last.Summary(now))
+	if snaps.Last != nil && snaps.Last.Result != clusterapi.SnapshotOK && snaps.LastSuccess != nil {
+		fmt.Fprintf(w, "last good snapshot: %s\n", snaps.LastSuccess.Summary(now))
+	}
+	fmt.Fprintf(w, "snapshots kept: %d of %d in %s (leasehold backup list)\n", len(snaps.Files), snaps.Retention, snaps.Dir)
 }
 
 // printStale says, under the table, which learners do not answer and

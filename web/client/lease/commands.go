@@ -174,3 +174,24 @@ func DownloadBackup(ctx context.Context, path string, w io.Writer) (n int64, ser
 	}
 	return n, c.Server(), barrier, nil
 }
+
+// ListSnapshots asks the server the kubeconfig file at path names for its
+// scheduled snapshots ("leasehold backup list --kubeconfig").
+func ListSnapshots(ctx context.Context, path string) (clusterapi.Snapshots, string, error) {
+	var st clusterapi.Snapshots
+	cfg, err := LoadKubeconfig(path, "")
+	if err != nil {
+		return st, "", err
+	}
+	c, err := New(cfg)
+	if err != nil {
+		return st, "", err
+	}
+	if err := c.GetJSON(ctx, clusterapi.SnapshotsPath, &st); err != nil {
+		if IsNotFound(err) {
+			return st, c.Server(), fmt.Errorf("the server at %s takes no scheduled snapshots (--snapshot-interval 0, or it is a replica)", c.Server())
+		}
+		return st, c.Server(), err
+	}
+	return st, c.Server(), nil
+}

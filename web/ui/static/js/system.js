@@ -4,7 +4,7 @@
 
 import { h } from './dom.js';
 import { getJSON, clockOffset } from './api.js';
-import { dur, abs, bytes, nanos, parseTime } from './format.js';
+import { dur, abs, ago, bytes, nanos, parseTime } from './format.js';
 import * as store from './store.js';
 
 const MEMBER_COLS = ['Member', 'etcd leader', 'Health', 'Learner', 'Raft index', 'DB size', 'Peer URL', 'Error'];
@@ -61,6 +61,7 @@ export function system(root) {
         ['Compacted to', String(s.storage.compactRevision)],
         ['Keys', String(s.storage.keys)],
       ]) : h('p', { class: 'muted' }, s.storageError ? `Error: ${s.storageError}` : 'No data: storage statistics are not wired.')),
+      ...snapshotsCard(s, server),
       card(`Readiness: ${s.ready ? 'ready' : 'NOT ready'}`, s.checks?.length
         ? h('ul', { class: 'checks', id: 'checks' }, s.checks.map((c) => h('li', { class: c.ok ? 'ok' : 'fail' },
           h('span', { class: 'mark', 'aria-hidden': 'true' }, c.ok ? '✓' : '✗'), `${c.name}: ${c.ok ? 'ok' : 'failed'}`)))
@@ -105,6 +106,36 @@ function mode(s) {
     case 'etcd': return 'replica on a shared etcd';
     default: return s.storage.backend || '—';
   }
+}
+
+// snapshotsCard shows the scheduled snapshots: the schedule, the last
+// attempt (a refusal for a full disk stands out), the last good one and
+// how many are kept; nothing when none are scheduled.
+function snapshotsCard(s, now) {
+  const sn = s.snapshots;
+  if (!sn) return [];
+  const run = (r) => {
+    if (!r) return 'none since the server started';
+    const t = parseTime(r.time);
+    const when = `${abs(t)} (${ago(t, now)})`;
+    if (r.result === 'ok') return `${when}: revision ${r.revision}, ${bytes(r.sizeBytes)}`;
+    return `${when}: ${r.result === 'refused_low_space' ? 'REFUSED, disk too full' : 'FAILED'}: ${r.error}`;
+  };
+  const files = sn.files || [];
+  const newest = files[0];
+  const rows = [
+    ['Schedule', `every ${dur(sn.intervalSeconds * 1000)}, newest ${sn.retention} kept, ${bytes(sn.minFreeBytes)} left free`],
+    ['Last attempt', run(sn.last)],
+    ['Last good', sn.lastSuccess ? run(sn.lastSuccess)
+      : newest ? `${abs(parseTime(newest.time))} (${ago(parseTime(newest.time), now)}): revision ${newest.revision}, ${bytes(newest.sizeBytes)}` : 'none'],
+    ['Next', sn.next ? abs(parseTime(sn.next)) : '—'],
+    ['Kept', `${files.length} in ${sn.dir}${sn.listError ? ` (cannot list: ${sn.listError})` : ''}`],
+  ];
+  const bad = sn.last && sn.last.result !== 'ok';
+  const content = bad
+    ? [h('p', { class: 'banner', id: 'snapshot-problem' }, `The last scheduled snapshot ${sn.last.result === 'refused_low_space' ? 'was refused: the disk is too full' : 'failed'}.`), dl(rows)]
+    : [dl(rows)];
+  return [h('section', { class: 'card', id: 'snapshots' }, h('h2', {}, 'Snapshots'), ...content)];
 }
 
 // clusterSection lists the members of the embedded etcd cluster; nothing
