@@ -1,8 +1,13 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -327,5 +332,62 @@ func TestTopLevel(t *testing.T) {
 			seen[dir] = true
 			t.Errorf("top-level directory %s/ is not one of the design card's (engine, storage, plugins, web; internal/ for leaves outside the layers; .ci, docs, testdata)", dir)
 		}
+	}
+}
+
+// maxFunctionLines bounds every non-test function of the tree (issue 25):
+// a function longer than this does several things, and the next feature
+// makes it longer still; split it where its comments already say "then".
+const maxFunctionLines = 120
+
+// TestFunctionLength keeps every function (and function literal) of the
+// non-test code, the nested modules included, at most maxFunctionLines
+// long, from its declaration to its closing brace.
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			var body *ast.BlockStmt
+			var name string
+			switch fn := n.(type) {
+			case *ast.FuncDecl:
+				body, name = fn.Body, fn.Name.Name
+			case *ast.FuncLit:
+				body, name = fn.Body, "a function literal"
+			}
+			if body == nil {
+				return true
+			}
+			start := fset.Position(n.Pos())
+			if lines := fset.Position(body.End()).Line - start.Line + 1; lines > maxFunctionLines {
+				t.Errorf("%s:%d: %s is %d lines long, over %d: split it (the layout rules of issue 25)", start.Filename, start.Line, name, lines, maxFunctionLines)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatal("found no non-test Go files: the test runs in the repository's root")
 	}
 }
