@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -332,6 +333,40 @@ func TestTopLevel(t *testing.T) {
 			seen[dir] = true
 			t.Errorf("top-level directory %s/ is not one of the design card's (engine, storage, plugins, web; internal/ for leaves outside the layers; .ci, docs, testdata)", dir)
 		}
+	}
+}
+
+// maxRootLines bounds the composition root's non-test files together
+// (issue 25): the root parses flags and wires packages; logic that grows
+// here belongs in the package that owns its work.
+const maxRootLines = 600
+
+// TestRootPackageSize keeps the root package's non-test files, together,
+// at most maxRootLines long.
+func TestRootPackageSize(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, sizes := 0, []string{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(data), "\n")
+		total += n
+		sizes = append(sizes, fmt.Sprintf("%s %d", name, n))
+	}
+	if total == 0 {
+		t.Fatal("found no non-test Go files: the test runs in the repository's root")
+	}
+	if total > maxRootLines {
+		t.Errorf("the root package's non-test files are %d lines (%s), over %d: move what is not wiring to the package that owns it",
+			total, strings.Join(sizes, ", "), maxRootLines)
 	}
 }
 
