@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -327,5 +333,96 @@ func TestTopLevel(t *testing.T) {
 			seen[dir] = true
 			t.Errorf("top-level directory %s/ is not one of the design card's (engine, storage, plugins, web; internal/ for leaves outside the layers; .ci, docs, testdata)", dir)
 		}
+	}
+}
+
+// maxRootLines bounds the composition root's non-test files together
+// (issue 25): the root parses flags and wires packages; logic that grows
+// here belongs in the package that owns its work.
+const maxRootLines = 600
+
+// TestRootPackageSize keeps the root package's non-test files, together,
+// at most maxRootLines long.
+func TestRootPackageSize(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, sizes := 0, []string{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(data), "\n")
+		total += n
+		sizes = append(sizes, fmt.Sprintf("%s %d", name, n))
+	}
+	if total == 0 {
+		t.Fatal("found no non-test Go files: the test runs in the repository's root")
+	}
+	if total > maxRootLines {
+		t.Errorf("the root package's non-test files are %d lines (%s), over %d: move what is not wiring to the package that owns it",
+			total, strings.Join(sizes, ", "), maxRootLines)
+	}
+}
+
+// maxFunctionLines bounds every non-test function of the tree (issue 25):
+// a function longer than this does several things, and the next feature
+// makes it longer still; split it where its comments already say "then".
+const maxFunctionLines = 120
+
+// TestFunctionLength keeps every function (and function literal) of the
+// non-test code, the nested modules included, at most maxFunctionLines
+// long, from its declaration to its closing brace.
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			var body *ast.BlockStmt
+			var name string
+			switch fn := n.(type) {
+			case *ast.FuncDecl:
+				body, name = fn.Body, fn.Name.Name
+			case *ast.FuncLit:
+				body, name = fn.Body, "a function literal"
+			}
+			if body == nil {
+				return true
+			}
+			start := fset.Position(n.Pos())
+			if lines := fset.Position(body.End()).Line - start.Line + 1; lines > maxFunctionLines {
+				t.Errorf("%s:%d: %s is %d lines long, over %d: split it (the layout rules of issue 25)", start.Filename, start.Line, name, lines, maxFunctionLines)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatal("found no non-test Go files: the test runs in the repository's root")
 	}
 }

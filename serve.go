@@ -6,24 +6,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/engine"
 	"github.com/leasehold/leasehold/engine/election"
 	"github.com/leasehold/leasehold/engine/history"
 	"github.com/leasehold/leasehold/internal/buildversion"
+	"github.com/leasehold/leasehold/internal/clockcheck"
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/plugins/abi"
 	"github.com/leasehold/leasehold/plugins/host"
-	"github.com/leasehold/leasehold/plugins/signature"
 	"github.com/leasehold/leasehold/storage"
 	"github.com/leasehold/leasehold/storage/backend"
 	"github.com/leasehold/leasehold/storage/snapshots"
@@ -68,7 +67,7 @@ type serveConfig struct {
 type server struct {
 	cfg     serveConfig
 	log     *slog.Logger
-	clock   clockGate
+	clock   clockcheck.Gate
 	commits web.CommitHealth
 	store   backend.Store
 	dbPath  string // the storage as logs and the UI name it
@@ -76,12 +75,7 @@ type server struct {
 	hist    *history.Store
 	drains  *history.DrainSet
 	plugins *host.Host
-	// ctrl is the election controller this server runs, nil while another
-	// server sharing the store leads.
-	ctrl atomic.Pointer[election.Controller]
-	// memberStopped is closed when a cluster member's etcd member stops
-	// (nil on other storage).
-	memberStopped <-chan struct{}
+	elect   election.Supervisor
 	// snaps takes the scheduled snapshots (nil: none).
 	snaps *snapshots.Scheduler
 }
@@ -96,10 +90,8 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if _, err := datadir.Open(cfg.DataDir); err != nil {
 		return err
 	}
-	// Before any certificate is made or used: a device that booted in
-	// 1970 waits for NTP (clock.go).
-	clock := newClockGate(cfg)
-	if err := clock.wait(ctx, cfg, logger); err != nil {
+	clock, err := waitForClock(ctx, cfg, logger)
+	if err != nil {
 		return err
 	}
 	sec, err := cfg.Security.Build(cfg.Listen, cfg.Layout.TLS(), logger)
@@ -113,7 +105,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		Config: cfg.Storage, Mode: cfg.StorageMode, Dir: cfg.Layout, OnCommit: s.commits.Observe,
 		Logger: logger.With("component", "storage"), GRPCLogger: logger,
 		ClusterLogger: logger.With("component", "cluster"), EtcdLogger: logger.With("component", "etcd"),
-		ControllerElection: electionControllerName,
+		ControllerElection: election.ControllerElection,
 	})
 	if err != nil {
 		return err
@@ -126,7 +118,10 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	if err := s.startEngine(ctx); err != nil {
 		return err
 	}
-	if err := s.loadPlugins(ctx); err != nil {
+	listenHost, _, _ := net.SplitHostPort(cfg.Listen)
+	s.plugins, err = cfg.Plugins.Open(ctx, host.Serving{CacheDir: cfg.Layout.WASMCache(), SequencesFile: cfg.Layout.PluginSequences(),
+		Listen: cfg.Listen, Exposed: !security.IsLoopbackHost(listenHost), OnChange: s.elect.Resync, Logger: logger})
+	if err != nil {
 		return err
 	}
 	// The plugins directory's loader is not part of the background work
@@ -135,8 +130,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	// shutdown must not wait for it. It touches no storage.
 	var loaderDone chan struct{} // made when the loader starts
 	defer func() { s.plugins.CloseAfterRun(ctx, loaderDone) }()
-	electionOpts, first, err := s.newElection()
-	if err != nil {
+	if err := s.elect.Prepare(s.electionOptions(), cfg.StorageMode.Shared()); err != nil {
 		return err
 	}
 	// Background work stops before the database closes (deferred above).
@@ -149,7 +143,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 		defer close(loaderDone)
 		_ = s.plugins.Run(bgCtx)
 	}()
-	background.Go(func() { s.leadElection(bgCtx, electionOpts, first) })
+	background.Go(func() { s.elect.Run(bgCtx, s.store) })
 	background.Go(func() { s.drains.Run(bgCtx) })
 	if s.snaps = backend.NewSnapshots(s.store, cfg.Storage.Snapshots, cfg.Layout, logger.With("component", "snapshots")); s.snaps != nil {
 		background.Go(func() { s.snaps.Run(bgCtx) })
@@ -176,12 +170,31 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	}
 	sdnotify.Follow(bgCtx, ctx, &background, web.AllPass(wopts.ReadyChecks), web.CheckNamed(wopts.ReadyChecks, "storage"),
 		"serving the Lease API at "+serverURL, logger)
-	err = s.serveUntilDone(ctx, bgCtx, &background, srv, ln)
+	serveCtx, served := backend.Serving(ctx, s.store, logger)
+	if err = srv.Serve(serveCtx, ln); err != nil {
+		err = fmt.Errorf("serve: %w", err)
+	}
+	if stopped := served(); err == nil {
+		err = stopped
+	}
 	stopBackground()
 	if err == nil {
 		logger.Info("Stopped serving")
 	}
 	return err
+}
+
+// waitForClock: before any certificate is made or used, a device that
+// booted in 1970 waits for NTP (internal/clockcheck; docs/cluster.md,
+// "Clocks"), and a member or replica whose certificate expired meanwhile
+// says what to do.
+func waitForClock(ctx context.Context, cfg serveConfig, log *slog.Logger) (clockcheck.Gate, error) {
+	certs, tlsOn := cfg.Security.CertFiles(cfg.Listen, cfg.Layout.TLS())
+	clock := clockcheck.NewGate(tlsOn || cfg.StorageMode != backend.SingleDevice, debug.ReadBuildInfo, append(certs, cfg.StorageMode.CertFiles(cfg.Layout)...)...)
+	if err := clock.Wait(ctx, log.With("component", "clock"), clockcheck.Options{Status: sdnotify.StatusFromEnv()}); err != nil {
+		return clock, err
+	}
+	return clock, cfg.StorageMode.CheckExpired(cfg.Layout, time.Now())
 }
 
 // startEngine starts the Kubernetes semantics over the store.
@@ -203,45 +216,9 @@ func (s *server) startEngine(ctx context.Context) error {
 	return eng.Start(ctx)
 }
 
-// loadPlugins compiles the embedded built-in strategies (from the disk
-// cache when warm) before the server reports ready; the plugins directory
-// is then watched for new, changed and removed modules.
-func (s *server) loadPlugins(ctx context.Context) error {
-	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
-	trust, err := signature.LoadTrust(s.cfg.Plugins.TrustKeys, s.cfg.Plugins.Dir, !security.IsLoopbackHost(listenHost), s.cfg.Listen, s.log)
-	if err != nil {
-		return err
-	}
-	var seqs *signature.Sequences
-	if trust != nil {
-		// The newest signed statement accepted per strategy survives a
-		// restart, so that an older module put back is refused.
-		if seqs, err = signature.OpenSequences(s.cfg.Layout.PluginSequences(), s.cfg.Plugins.Pins, s.log); err != nil {
-			return err
-		}
-	}
-	s.plugins, err = host.New(ctx, host.Options{
-		Dir:      s.cfg.Plugins.Dir,
-		CacheDir: s.cfg.Layout.WASMCache(),
-		Logger:   s.log,
-		OnChange: func() {
-			if c := s.ctrl.Load(); c != nil {
-				c.Resync()
-			}
-		},
-		TrustKeys:      trust,
-		Sequences:      seqs,
-		FollowSymlinks: s.cfg.Plugins.FollowSymlinks,
-	})
-	if err != nil {
-		return fmt.Errorf("load strategy plugins: %w", err)
-	}
-	return nil
-}
-
-// newElection makes the first election controller; a single server runs
+// electionOptions are the election controller's: a single server runs
 // it at once, and is ready only once it synced.
-func (s *server) newElection() (election.Options, *election.Controller, error) {
+func (s *server) electionOptions() election.Options {
 	opts := election.Options{Engine: s.eng, History: s.hist, Drains: s.hist, Registry: s.plugins, Logger: s.log.With("component", "election"),
 		// The one limit of a decision: the host cuts its guest off at this
 		// deadline of the call's context.
@@ -255,43 +232,14 @@ func (s *server) newElection() (election.Options, *election.Controller, error) {
 	if fb, ok := s.plugins.Builtin(abi.BuiltinStrategy); ok {
 		opts.Fallback = fb
 	}
-	first, err := election.New(opts)
-	if err != nil {
-		return opts, nil, fmt.Errorf("start election controller: %w", err)
-	}
-	if !s.cfg.StorageMode.Shared() {
-		s.ctrl.Store(first)
-	}
-	return opts, first, nil
-}
-
-// leadElection runs the controller and its candidate GC on one server at a
-// time: the store elects it (at once on bbolt), and a successor starts a
-// fresh controller with fresh caches.
-func (s *server) leadElection(ctx context.Context, opts election.Options, first *election.Controller) {
-	storage.Lead(ctx, s.store, electionControllerName, time.Second, s.log.With("component", "election"), func(ctx context.Context) {
-		c := first
-		first = nil // each term gets a fresh controller
-		if c == nil {
-			var err error
-			if c, err = election.New(opts); err != nil {
-				s.log.Error("Starting the election controller failed", "err", err)
-				return
-			}
-		}
-		s.ctrl.Store(c)
-		defer s.ctrl.Store(nil)
-		_ = c.Run(ctx)
-	})
+	return opts
 }
 
 // webOptions are the web server's options: the API, security, limits,
 // metrics, kube-apiserver-like named readiness checks (/readyz/storage,
 // /readyz/plugins, /readyz/election-controller; the server adds shutdown)
 // and the online backup. A cluster member serves its membership
-// endpoints, and stops serving when its etcd member stops (removed from
-// the cluster, or failed): answering from a member that is no longer one
-// would be wrong.
+// endpoints (and only while its etcd member runs: backend.Serving).
 func (s *server) webOptions(sec *security.Security) web.Options {
 	opts := web.Options{
 		AllowedHosts: s.cfg.Security.AllowedHosts(s.cfg.Listen),
@@ -302,31 +250,18 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 		UI:                  ui.Sources{Storage: s.store.Stats, StoragePath: s.dbPath, Modules: s.plugins.Modules, Decisions: s.hist, Timelines: s.hist},
 		TLS:                 sec.TLS, Auth: sec.Auth, Policies: sec.Policies,
 		Limits: s.cfg.Limits, ShutdownDelay: s.cfg.ShutdownDelay, Metrics: s.commits.Metrics,
-		Election: func() (election.Stats, bool) {
-			if c := s.ctrl.Load(); c != nil {
-				return c.Stats(), true
-			}
-			return election.Stats{}, false
-		},
+		Election: s.elect.Stats,
 		ReadyChecks: []web.Check{
 			s.commits.StorageCheck(func(ctx context.Context) error { _, err := s.store.Stats(ctx); return err }),
 			{Name: "plugins", Check: s.plugins.Ready},
-			{Name: "election-controller", Check: func() error {
-				if c := s.ctrl.Load(); c != nil {
-					return c.Deciding()
-				}
-				return nil
-			}},
-			s.clock.readyCheck(),
+			{Name: "election-controller", Check: s.elect.Deciding},
+			// On a server that waits on its clock, /readyz fails while the
+			// wall clock reads before the floor (stepped back after the
+			// start); on one that does not, ?verbose notes it.
+			{Name: "clock", Check: s.clock.Ready, Note: s.clock.Note},
 		},
 	}
-	opts.UI.HandOverPreview = func(ctx context.Context, ns, name, candidate string) (election.HandOverPreview, error) {
-		c := s.ctrl.Load()
-		if c == nil {
-			return election.HandOverPreview{}, fmt.Errorf("%w: the election controller does not run on this server now (in a cluster it runs on one member at a time: ask the one that leads it)", election.ErrPreviewUnavailable)
-		}
-		return c.PreviewHandOver(ctx, ns, name, candidate)
-	}
+	opts.UI.HandOverPreview = s.elect.PreviewHandOver
 	if r, ok := s.store.(storage.MemoryReleaser); ok {
 		opts.OnIdle = r.ReleaseMemory
 	}
@@ -342,7 +277,6 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 	if ms, ok := s.store.(*backend.MemberStore); ok {
 		opts.Cluster = ms.Membership()
 		opts.UI.Cluster = func(ctx context.Context) (any, error) { return ms.Membership().Status(ctx) }
-		s.memberStopped = ms.Member().Stopped()
 	}
 	return opts
 }
@@ -366,33 +300,3 @@ func (s *server) listen(sec *security.Security) (net.Listener, string, error) {
 	}
 	return ln, serverURL, nil
 }
-
-// serveUntilDone serves on ln until ctx is done, or until a cluster
-// member's etcd member stops.
-func (s *server) serveUntilDone(ctx, bgCtx context.Context, background *sync.WaitGroup, srv *web.Server, ln net.Listener) error {
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing()
-	if s.memberStopped != nil {
-		background.Go(func() {
-			select {
-			case <-s.memberStopped:
-				s.log.Error("The embedded etcd member stopped (removed from the cluster?); stopping the server")
-				stopServing()
-			case <-bgCtx.Done():
-			}
-		})
-	}
-	if err := srv.Serve(serveCtx, ln); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	select {
-	case <-s.memberStopped: // never on other storage (nil)
-		return errors.New("the embedded etcd member stopped")
-	default:
-		return nil
-	}
-}
-
-// electionControllerName is the storage election that picks the one
-// server (of replicas or cluster members) running the election controller.
-const electionControllerName = "election-controller"

@@ -139,11 +139,18 @@ func TestWaitUntilSet(t *testing.T) {
 			Status: func(s string) { mu.Lock(); statuses = append(statuses, s); mu.Unlock() },
 		})
 	}()
-	time.Sleep(200 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("Wait returned %v with the clock in 1970", err)
-	default:
+	// The clock is stepped only once the wait was logged again: on a
+	// loaded machine the goroutine may start well after a fixed sleep
+	// began, and a fixed 200 ms stepped it before the first repeat.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "Still waiting"); {
+		select {
+		case err := <-done:
+			t.Fatalf("Wait returned %v with the clock in 1970", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"Still waiting\" within 10 s of waiting (LogEvery 50ms):\n%s", logs.String())
+		}
 	}
 	wall.Store(floor.At.Add(time.Hour).UnixNano()) // NTP answered
 	select {

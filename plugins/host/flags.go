@@ -1,8 +1,10 @@
 package host
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -60,4 +62,52 @@ func (f *Flags) Resolve(defaultDir string) error {
 		return fmt.Errorf("invalid --plugin-timeout %s: must be positive", f.Timeout)
 	}
 	return nil
+}
+
+// Serving is what "leasehold serve" gives Open beside its flags.
+type Serving struct {
+	// CacheDir keeps compiled modules across restarts (Options.CacheDir).
+	CacheDir string
+	// SequencesFile remembers, with --plugin-trust-keys, the newest
+	// signed statement accepted per strategy (signature.OpenSequences).
+	SequencesFile string
+	// Listen is the server's address; Exposed says it reaches beyond
+	// loopback, where unverified modules are warned about.
+	Listen  string
+	Exposed bool
+	// OnChange is Options.OnChange.
+	OnChange func()
+	Logger   *slog.Logger
+}
+
+// Open loads the trust keys and the accepted sequences of the flags and
+// starts the host with them: the embedded built-in strategies compile
+// (from the disk cache when warm) before it returns, and Run then watches
+// the plugins directory.
+func (f Flags) Open(ctx context.Context, s Serving) (*Host, error) {
+	trust, err := signature.LoadTrust(f.TrustKeys, f.Dir, s.Exposed, s.Listen, s.Logger)
+	if err != nil {
+		return nil, err
+	}
+	var seqs *signature.Sequences
+	if trust != nil {
+		// The newest signed statement accepted per strategy survives a
+		// restart, so that an older module put back is refused.
+		if seqs, err = signature.OpenSequences(s.SequencesFile, f.Pins, s.Logger); err != nil {
+			return nil, err
+		}
+	}
+	h, err := New(ctx, Options{
+		Dir:            f.Dir,
+		CacheDir:       s.CacheDir,
+		Logger:         s.Logger,
+		OnChange:       s.OnChange,
+		TrustKeys:      trust,
+		Sequences:      seqs,
+		FollowSymlinks: f.FollowSymlinks,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load strategy plugins: %w", err)
+	}
+	return h, nil
 }
