@@ -83,7 +83,7 @@ func dataDirFlags(synopsis, about string, stderr io.Writer) (*cli.FlagSet, *stri
 }
 
 func backup(ctx context.Context, remote RemoteBackup, check CheckValue, args []string, stdout, stderr io.Writer) int {
-	fs, dir := dataDirFlags(backupSynopsis, `Writes a consistent copy of the database to FILE: from the file while no server
+	fs, dir := dataDirFlags(backupSynopsis+"\n"+listSynopsis, `Writes a consistent copy of the database to FILE: from the file while no server
 runs, else through the running server. On a cluster member the copy is a
 snapshot of its embedded etcd member (etcd's maintenance Snapshot, taken by
 that member), always through the running server; "leasehold restore" starts a
@@ -93,7 +93,8 @@ every write the cluster acknowledged before the backup: a member cut off from
 its quorum refuses. The copy is checked before it is written: its format (a
 snapshot's sha256 digest), and every record, which must decode. FILE is
 fsynced, and its revision printed. An existing FILE is replaced only with
---force; a failed backup never touches it.`, stderr)
+--force; a failed backup never touches it. "leasehold backup list" lists the
+scheduled snapshots (leasehold backup list --help).`, stderr)
 	kubeconfig := fs.String("kubeconfig", "", "back up through the server this kubeconfig `file` names (default: <data-dir>/kubeconfig when the database is in use)")
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	keepUndecodable := fs.Bool("keep-undecodable", false, "write the copy even when some records do not decode (they are named on stderr either way)")
