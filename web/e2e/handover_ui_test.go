@@ -51,10 +51,7 @@ var operatorChoiceWasm = sync.OnceValues(func() ([]byte, error) {
 // typed identity as the README's kubectl line does.
 func TestE2EUIHandOver(t *testing.T) {
 	testneeds.Slow(t, "builds a Go guest for wasip1 and drives Chromium")
-	const chromium = "/usr/bin/chromium"
-	if _, err := exec.LookPath(chromium); err != nil {
-		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
-	}
+	chromium := testneeds.Chromium(t)
 	go operatorChoiceWasm() // overlap the slow build with the first elections
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)

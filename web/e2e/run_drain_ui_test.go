@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // TestE2ERunUIDrain drives the web UI's Drain and Undrain in Chromium
@@ -20,10 +20,7 @@ import (
 // candidate is refused with the server's reason and an offer to force it,
 // and Undrain restores the candidate.
 func TestE2ERunUIDrain(t *testing.T) {
-	const chromium = "/usr/bin/chromium"
-	if _, err := exec.LookPath(chromium); err != nil {
-		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
-	}
+	chromium := testneeds.Chromium(t)
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)
 	ts := startServer(t)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // TestE2ERunUIActions drives the web UI in Chromium against three real
@@ -19,10 +19,7 @@ import (
 // child starts only once the old holder's lease would have run out, and
 // never beside the old one).
 func TestE2ERunUIActions(t *testing.T) {
-	const chromium = "/usr/bin/chromium"
-	if _, err := exec.LookPath(chromium); err != nil {
-		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
-	}
+	chromium := testneeds.Chromium(t)
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)
 	ts := startServer(t)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/leasehold/leasehold/internal/testneeds"
 )
 
 // shutdownBound is what the README promises for a stop with open watches
@@ -28,10 +29,7 @@ const shutdownBound = 4500 * time.Millisecond
 // it must exit 0 within the README's bound, and the drain must complete
 // (no "Shutdown did not complete in time" in the log).
 func TestE2EShutdownWithUITabAndWatch(t *testing.T) {
-	const chromium = "/usr/bin/chromium"
-	if _, err := exec.LookPath(chromium); err != nil {
-		t.Fatalf("chromium is required for the UI check; install it with: apt-get install -y chromium (%v)", err)
-	}
+	chromium := testneeds.Chromium(t)
 	bin := leaseholdBinary(t)
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-format", "json")
 	out, err := cmd.StdoutPipe()
