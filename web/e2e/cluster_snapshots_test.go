@@ -71,9 +71,11 @@ func TestClusterScheduledSnapshots(t *testing.T) {
 		t.Errorf("the follower's snapshot %s is below revision %d, the list's after the last acknowledged write", newest, listed)
 	}
 
+	// The schedule goes on meanwhile: a snapshot the list read may be
+	// pruned before its check, so the list names one or two, each ok.
 	code, out, errOut := runCLI(t, "backup", "list", "--data-dir", follower.dataDir)
-	if code != 0 || strings.Count(out, "leasehold-") != 2 || strings.Count(out, "  ok\n") != 2 {
-		t.Errorf("backup list --data-dir: exit %d, stdout %q, stderr %q; want two snapshots, each checked ok", code, out, errOut)
+	if n := strings.Count(out, "leasehold-"); code != 0 || n < 1 || n > 2 || strings.Count(out, "  ok\n") != n {
+		t.Errorf("backup list --data-dir: exit %d, stdout %q, stderr %q; want one or two snapshots (retention 2), each checked ok", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "backup", "list", "--kubeconfig", follower.ts.Kubeconfig)
 	if code != 0 || !strings.Contains(out, "schedule: every 2s, the newest 2 kept") || !strings.Contains(out, " ok: leasehold-") {
