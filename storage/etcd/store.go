@@ -217,13 +217,14 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
+	began := time.Now()
 	if write {
 		for {
 			wctx, stop := s.endOnLeaderChange(ctx)
 			_, err := op(wctx, s.client.KV)
 			err = leaderChangedErr(wctx, err)
 			stop()
-			if !proposalDropped(err) {
+			if !proposalDropped(err) && !briefNoLeader(err, began) {
 				return err
 			}
 			// The member's raft dropped the proposal (a leadership
@@ -239,7 +240,7 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	}
 	for {
 		_, err := op(ctx, s.client.KV)
-		if !errors.Is(err, rpctypes.ErrLeaderChanged) && !errors.Is(err, rpctypes.ErrGRPCLeaderChanged) {
+		if !errors.Is(err, rpctypes.ErrLeaderChanged) && !errors.Is(err, rpctypes.ErrGRPCLeaderChanged) && !briefNoLeader(err, began) {
 			return err
 		}
 		// A linearizable read whose ReadIndex the old leader never
@@ -253,6 +254,24 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 		case <-time.After(readRetryPause):
 		}
 	}
+}
+
+// noLeaderGrace is how long a request answered "no leader" is tried
+// again before that answer stands. The member answers it at once when it
+// knows no leader, before the request runs (so sending it again is safe),
+// and a leadership move (the members' own, off the election controller's
+// member) leaves it without one for milliseconds: without the grace such a
+// write answered 500. It is short beside an election timeout (700 ms), so
+// that a member cut off from its quorum still fails fast.
+const noLeaderGrace = 500 * time.Millisecond
+
+// briefNoLeader reports a "no leader" answer within noLeaderGrace of a
+// request's start.
+func briefNoLeader(err error, began time.Time) bool {
+	if err == nil || time.Since(began) > noLeaderGrace {
+		return false
+	}
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) || rpctypes.ErrorDesc(err) == rpctypes.ErrNoLeader.Error()
 }
 
 // proposalDropped reports etcd's "raft proposal dropped": the member's
