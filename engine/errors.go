@@ -35,6 +35,10 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	var f *failure
+	if errors.As(err, &f) {
+		return f
+	}
 	var se apierrors.APIStatus
 	if errors.As(err, &se) {
 		if s, ok := se.(*apierrors.StatusError); ok {
@@ -56,9 +60,31 @@ func storageError(err error) error {
 		// kube-apiserver's answer when its storage does not answer within
 		// the request's deadline (finisher.FinishRequest): the client
 		// cannot tell whether a write was applied, and must re-read.
-		return apierrors.NewTimeoutError("request did not complete within requested timeout - "+context.DeadlineExceeded.Error(), 0)
+		return &failure{apierrors.NewTimeoutError("request did not complete within requested timeout - "+context.DeadlineExceeded.Error(), 0), err}
 	}
-	return apierrors.NewInternalError(err)
+	return &failure{apierrors.NewInternalError(err), err}
+}
+
+// failure is the Status answer to a storage failure, keeping the failure
+// itself: kube-apiserver's 504 says only "context deadline exceeded",
+// which tells an operator nothing, so the server's log line for the
+// request names the cause (Cause). Both unwrap: callers find the Status
+// error and the storage error (errors.Is(err, storage.ErrTimeout)).
+type failure struct {
+	*apierrors.StatusError
+	cause error
+}
+
+func (f *failure) Unwrap() []error { return []error{f.StatusError, f.cause} }
+
+// Cause is the storage failure behind an error the engine returned, or
+// nil when the engine refused the request itself.
+func Cause(err error) error {
+	var f *failure
+	if errors.As(err, &f) {
+		return f.cause
+	}
+	return nil
 }
 
 // formatRV renders a storage revision as a resourceVersion.

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/storage"
 )
@@ -17,10 +19,22 @@ import (
 // (finisher.FinishRequest): 504, reason Timeout, never a 500 that would
 // let a client believe an applied write failed.
 func TestStorageTimeoutIs504(t *testing.T) {
-	err := storageError(fmt.Errorf("etcd: update /k: %w: the write was sent but not answered", storage.ErrTimeout))
-	se, ok := err.(*apierrors.StatusError)
-	if !ok {
+	cause := fmt.Errorf("etcd: update /k: %w: the write was sent but not answered", storage.ErrTimeout)
+	err := toStatus(storageError(cause))
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) {
 		t.Fatalf("storageError = %T %v, want a StatusError", err, err)
+	}
+	// The answer hides the cause, as kube-apiserver's does; the server's
+	// log line for the request names it.
+	if got := Cause(err); got != cause {
+		t.Errorf("Cause = %v, want the storage error %v", got, cause)
+	}
+	if !errors.Is(err, storage.ErrTimeout) {
+		t.Errorf("the answer no longer unwraps to storage.ErrTimeout")
+	}
+	if Cause(apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, "x")) != nil {
+		t.Errorf("a refusal of the engine's own has a storage cause")
 	}
 	st := se.ErrStatus
 	want := "Timeout: request did not complete within requested timeout - context deadline exceeded"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/leasehold/leasehold/web/apiserver"
 	"github.com/leasehold/leasehold/web/auth"
 	"github.com/leasehold/leasehold/web/metrics"
 )
@@ -49,6 +50,9 @@ func (s *Server) logRequest(rc *fasthttp.RequestCtx, info *auth.RequestInfo, use
 	}
 	attrs = append(attrs, slog.Int("status", code), slog.Duration("latency", d),
 		slog.String("remote", rc.RemoteIP().String()), slog.String("userAgent", truncateField(string(rc.UserAgent()))))
+	if cause := apiserver.FailureCause(rc); cause != "" {
+		attrs = append(attrs, slog.String("err", truncateField(cause)))
+	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int("suppressedSinceLast", suppressed))
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/leasehold/leasehold/internal/datadir"
 )
 
 // ErrLocked reports a database file held by another process (a running
@@ -216,15 +218,10 @@ func CopyFile(ctx context.Context, src, dst string) error {
 	return out.Close()
 }
 
-// syncDir makes a rename in dir durable.
+// syncDir makes a rename or removal in dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := datadir.SyncDir(dir); err != nil {
 		return fmt.Errorf("boltdb: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("boltdb: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/etcd"
 )
 
@@ -342,15 +342,10 @@ func Restore(ctx context.Context, path string, cfg Config, bump int64) error {
 	return syncDir(filepath.Dir(cfg.Paths.EtcdDir))
 }
 
-// syncDir makes a rename in dir durable.
+// syncDir makes a rename or removal in dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := datadir.SyncDir(dir); err != nil {
 		return fmt.Errorf("cluster: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("cluster: sync %s: %w", dir, err)
 	}
 	return nil
 }

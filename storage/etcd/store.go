@@ -358,8 +358,20 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 		return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, err)
 	}
 	k := s.key(key)
-	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(k, string(value))}, nil)
+	send := func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(k, string(value))}, nil)
+	}
+	resp, err := send(ctx)
+	if settleable(ctx, err) { // settle.go
+		rev, _, serr := s.settleCAS(ctx, k, value, 0, true, send, err)
+		if serr == nil {
+			return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: rev, ModRevision: rev}, nil
+		}
+		if serr != err {
+			return storage.KeyValue{}, fmt.Errorf("etcd: create %s: %w", key, serr)
+		}
+	}
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("create "+key, err)
 	}
@@ -380,10 +392,22 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedMo
 	k := s.key(key)
 	// etcd compares a missing key as revision 0: requiring a positive
 	// create revision keeps Update from creating keys.
-	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
-		clientv3.Compare(clientv3.CreateRevision(k), ">", 0)},
-		[]clientv3.Op{clientv3.OpPut(k, string(value), clientv3.WithPrevKV())},
-		[]clientv3.Op{clientv3.OpGet(k, clientv3.WithKeysOnly())})
+	send := func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", expectedModRevision),
+			clientv3.Compare(clientv3.CreateRevision(k), ">", 0)},
+			[]clientv3.Op{clientv3.OpPut(k, string(value), clientv3.WithPrevKV())},
+			[]clientv3.Op{clientv3.OpGet(k, clientv3.WithKeysOnly())})
+	}
+	resp, err := send(ctx)
+	if settleable(ctx, err) { // settle.go
+		mod, created, serr := s.settleCAS(ctx, k, value, expectedModRevision, false, send, err)
+		if serr == nil {
+			return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: created, ModRevision: mod}, nil
+		}
+		if serr != err {
+			return storage.KeyValue{}, fmt.Errorf("etcd: update %s: %w", key, serr)
+		}
+	}
 	if err != nil {
 		return storage.KeyValue{}, s.wrapErr("update "+key, err)
 	}

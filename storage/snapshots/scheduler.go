@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 )
 
@@ -326,13 +327,8 @@ func (s *Scheduler) Status(ctx context.Context) clusterapi.Snapshots {
 
 // syncDir makes a rename or removal in dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := datadir.SyncDir(dir); err != nil {
 		return fmt.Errorf("snapshots: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("snapshots: sync %s: %w", dir, err)
 	}
 	return nil
 }

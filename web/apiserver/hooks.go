@@ -13,7 +13,16 @@ const (
 	streamEndKey = "leasehold.streamEnd"
 	initialKey   = "leasehold.initialEvents"
 	ownedBodyKey = "leasehold.ownedBody"
+	causeKey     = "leasehold.cause"
 )
+
+// FailureCause is the storage failure behind the error the request was
+// answered with (a 504's timeout: which endpoint, which step), for the
+// access log line; empty when there was none.
+func FailureCause(rc *fasthttp.RequestCtx) string {
+	s, _ := rc.UserValue(causeKey).(string)
+	return s
+}
 
 // MarkBodyOwned records that the request's body is a slice of its own
 // (web reads a streamed body into a buffer it allocates for that request

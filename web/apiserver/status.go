@@ -135,6 +135,9 @@ func (h *Handler) toStatus(rc *fasthttp.RequestCtx, err error) *metav1.Status {
 // header allows no plain media type, indented JSON.
 func (h *Handler) writeError(rc *fasthttp.RequestCtx, err error) {
 	status := h.toStatus(rc, err)
+	if cause := engine.Cause(err); cause != nil {
+		rc.SetUserValue(causeKey, cause.Error())
+	}
 	if status.Details != nil && status.Details.RetryAfterSeconds > 0 {
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(int(status.Details.RetryAfterSeconds)))
 	}
