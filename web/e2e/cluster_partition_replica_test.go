@@ -459,7 +459,7 @@ func TestClusterPartitionReplica(t *testing.T) {
 		if len(cut) == 3 && preferredFollowerCut {
 			round = 4 // the last round
 		}
-		best, bestHeal := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+		best, worstHeal := time.Duration(math.MaxInt64), time.Duration(0)
 		var own []string
 		for i, m := range members {
 			if m == victim {
@@ -467,7 +467,7 @@ func TestClusterPartitionReplica(t *testing.T) {
 			}
 			g, _, _ := logs[i+1].window(cutAt, healAt)
 			hg, _, _ := logs[i+1].window(healAt, end)
-			best, bestHeal = min(best, g), min(bestHeal, hg)
+			best, worstHeal = min(best, g), max(worstHeal, hg)
 			own = append(own, fmt.Sprintf("%s %v (after the heal %v)", m.name, g.Round(time.Millisecond), hg.Round(time.Millisecond)))
 		}
 		line := fmt.Sprintf("cut %s for 8s: through the replica the longest gap between renewals %v, slowest request %v, %d failed requests; after the heal %v, %v, %d (the member answered the replica's probes %v after the heal); members' own longest gaps: %s",
@@ -481,7 +481,11 @@ func TestClusterPartitionReplica(t *testing.T) {
 		if gap > limit {
 			t.Errorf("cut %s: renewals through the replica paused for %v, want at most %v", what, gap, limit)
 		}
-		if limit := max(replicaMaxGap, bestHeal+replicaGapMargin); healGap > limit {
+		// After the heal the replica may be on a member that pauses while
+		// the healed one rejoins (one CI run: 3.2 s on m3 and through the
+		// replica, 0.7 s on m1): the pause of the members it may be on
+		// bounds it.
+		if limit := max(replicaMaxGap, worstHeal+replicaGapMargin); healGap > limit {
 			t.Errorf("heal of %s: renewals through the replica paused for %v, want at most %v", what, healGap, limit)
 		}
 		// The replica bounds each storage request by the request timeout;
