@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,12 +55,20 @@ func settleable(ctx context.Context, err error) bool {
 // written key's revisions, or the error to answer: storage.ErrConflict,
 // storage.ErrNotFound, storage.ErrKeyExists, or cause when the outcome
 // stays unknown.
-func (s *Store) settleCAS(ctx context.Context, k string, value []byte, expected int64, create bool,
+//
+// began is when the write was first sent: the write and its settling
+// together take at most Options.RequestTimeout, so that a client is
+// answered within it as before (a write that waited out the timeout is
+// not settled).
+func (s *Store) settleCAS(ctx context.Context, began time.Time, k string, value []byte, expected int64, create bool,
 	send func(context.Context) (*clientv3.TxnResponse, error), cause error) (modRev, createRev int64, err error) {
 	if s.opts.RequestTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
+		ctx, cancel = context.WithDeadline(ctx, began.Add(s.opts.RequestTimeout))
 		defer cancel()
+		if ctx.Err() != nil {
+			return 0, 0, cause
+		}
 	}
 	for range settleAttempts {
 		resp, err := s.get(ctx, k)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -51,7 +52,7 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 		applied := put("a", "v2").Header.Revision // the write, its answer lost
 		put("a", "v3")                            // a later writer on top
 		sends := 0
-		mod, created, err := s.settleCAS(ctx, s.key("a"), []byte("v2"), before, false, sender("a", "v2", before, &sends), cause)
+		mod, created, err := s.settleCAS(ctx, time.Now(), s.key("a"), []byte("v2"), before, false, sender("a", "v2", before, &sends), cause)
 		if err != nil || mod != applied || created != before || sends != 0 {
 			t.Errorf("settled (%d, %d, %v) after %d sends, want (%d, %d, nil) and none", mod, created, err, sends, applied, before)
 		}
@@ -59,7 +60,7 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 	t.Run("update not applied", func(t *testing.T) {
 		before := put("b", "v1").Header.Revision
 		sends := 0
-		mod, _, err := s.settleCAS(ctx, s.key("b"), []byte("v2"), before, false, sender("b", "v2", before, &sends), cause)
+		mod, _, err := s.settleCAS(ctx, time.Now(), s.key("b"), []byte("v2"), before, false, sender("b", "v2", before, &sends), cause)
 		got, gerr := s.Get(ctx, "b")
 		if err != nil || sends != 1 || gerr != nil || string(got.Value) != "v2" || got.ModRevision != mod {
 			t.Errorf("settled (%d, %v) after %d sends, key %q at %d (%v); want the write sent once more and applied", mod, err, sends, got.Value, got.ModRevision, gerr)
@@ -69,7 +70,7 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 		before := put("c", "v1").Header.Revision
 		put("c", "theirs")
 		sends := 0
-		_, _, err := s.settleCAS(ctx, s.key("c"), []byte("mine"), before, false, sender("c", "mine", before, &sends), cause)
+		_, _, err := s.settleCAS(ctx, time.Now(), s.key("c"), []byte("mine"), before, false, sender("c", "mine", before, &sends), cause)
 		if !errors.Is(err, storage.ErrConflict) || sends != 0 {
 			t.Errorf("settled %v after %d sends, want a conflict and none", err, sends)
 		}
@@ -77,14 +78,14 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 	t.Run("create applied", func(t *testing.T) {
 		applied := put("d", "mine").Header.Revision
 		sends := 0
-		mod, created, err := s.settleCAS(ctx, s.key("d"), []byte("mine"), 0, true, sender("d", "mine", 0, &sends), cause)
+		mod, created, err := s.settleCAS(ctx, time.Now(), s.key("d"), []byte("mine"), 0, true, sender("d", "mine", 0, &sends), cause)
 		if err != nil || mod != applied || created != applied || sends != 0 {
 			t.Errorf("settled (%d, %d, %v) after %d sends, want (%d, %d, nil) and none", mod, created, err, sends, applied, applied)
 		}
 	})
 	t.Run("create not applied", func(t *testing.T) {
 		sends := 0
-		_, _, err := s.settleCAS(ctx, s.key("e"), []byte("mine"), 0, true, sender("e", "mine", 0, &sends), cause)
+		_, _, err := s.settleCAS(ctx, time.Now(), s.key("e"), []byte("mine"), 0, true, sender("e", "mine", 0, &sends), cause)
 		got, gerr := s.Get(ctx, "e")
 		if err != nil || sends != 1 || gerr != nil || string(got.Value) != "mine" {
 			t.Errorf("settled %v after %d sends, key %q (%v); want the create sent once more and applied", err, sends, got.Value, gerr)
@@ -93,7 +94,7 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 	t.Run("create lost to another writer", func(t *testing.T) {
 		put("f", "theirs")
 		sends := 0
-		_, _, err := s.settleCAS(ctx, s.key("f"), []byte("mine"), 0, true, sender("f", "mine", 0, &sends), cause)
+		_, _, err := s.settleCAS(ctx, time.Now(), s.key("f"), []byte("mine"), 0, true, sender("f", "mine", 0, &sends), cause)
 		if !errors.Is(err, storage.ErrKeyExists) || sends != 0 {
 			t.Errorf("settled %v after %d sends, want the key existing and none", err, sends)
 		}
@@ -106,7 +107,7 @@ func TestSettleUnknownOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		sends := 0
-		_, _, err := s.settleCAS(ctx, s.key("g"), []byte("v2"), before, false, sender("g", "v2", before, &sends), cause)
+		_, _, err := s.settleCAS(ctx, time.Now(), s.key("g"), []byte("v2"), before, false, sender("g", "v2", before, &sends), cause)
 		if err != cause || sends != 0 {
 			t.Errorf("settled %v after %d sends, want the outcome left unknown (%v)", err, sends, cause)
 		}

@@ -362,9 +362,10 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 		return s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
 			[]clientv3.Op{clientv3.OpPut(k, string(value))}, nil)
 	}
+	began := time.Now()
 	resp, err := send(ctx)
 	if settleable(ctx, err) { // settle.go
-		rev, _, serr := s.settleCAS(ctx, k, value, 0, true, send, err)
+		rev, _, serr := s.settleCAS(ctx, began, k, value, 0, true, send, err)
 		if serr == nil {
 			return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: rev, ModRevision: rev}, nil
 		}
@@ -398,9 +399,10 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedMo
 			[]clientv3.Op{clientv3.OpPut(k, string(value), clientv3.WithPrevKV())},
 			[]clientv3.Op{clientv3.OpGet(k, clientv3.WithKeysOnly())})
 	}
+	began := time.Now()
 	resp, err := send(ctx)
 	if settleable(ctx, err) { // settle.go
-		mod, created, serr := s.settleCAS(ctx, k, value, expectedModRevision, false, send, err)
+		mod, created, serr := s.settleCAS(ctx, began, k, value, expectedModRevision, false, send, err)
 		if serr == nil {
 			return storage.KeyValue{Key: key, Value: clone(value), CreateRevision: created, ModRevision: mod}, nil
 		}
