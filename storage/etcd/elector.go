@@ -61,7 +61,23 @@ func (s *Store) campaignOnce(ctx context.Context, name string) (<-chan struct{},
 	}
 	prefix := ElectionPrefix(s.prefix, name)
 	el := concurrency.NewElection(sess, prefix)
-	if err := el.Campaign(ctx, identity(s.opts.Identity)); err != nil {
+	// etcd's Campaign resigns a campaign whose ctx ended under the
+	// client's own context, which ends only with the client: with no
+	// member answering it held its caller (a replica's shutdown) until one
+	// did. The caller returns when ctx ends; the campaign ends on its own
+	// or with the client, and its lease is revoked or expires.
+	campaigned := make(chan error, 1)
+	go func() { campaigned <- el.Campaign(ctx, identity(s.opts.Identity)) }()
+	select {
+	case err = <-campaigned:
+	case <-ctx.Done():
+		go func() {
+			<-campaigned
+			_ = sess.Close()
+		}()
+		return nil, ctx.Err()
+	}
+	if err != nil {
 		_ = sess.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

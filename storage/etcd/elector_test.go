@@ -224,3 +224,39 @@ func TestCampaignConfirmsLeadership(t *testing.T) {
 	default:
 	}
 }
+
+// TestCampaignEndsWithItsContextWithoutAQuorum: a campaign waiting behind
+// a leader returns as soon as its context ends, though no member answers
+// (etcd's own Campaign would wait to resign until one did: a replica's
+// shutdown hung behind it while its members were down).
+func TestCampaignEndsWithItsContextWithoutAQuorum(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	opts := Options{ElectionTTL: 3 * time.Second}
+	a, b := open(t, c.Endpoints(), opts), open(t, c.Endpoints(), opts)
+	if _, err := a.Campaign(context.Background(), "ctrl"); err != nil {
+		t.Fatal(err)
+	}
+	bctx, stopB := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(bctx, "ctrl")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("b's campaign returned while a leads: %v", err)
+	case <-time.After(500 * time.Millisecond): // b waits behind a
+	}
+	m := c.Leader(t)
+	m.Freeze(t)
+	defer m.Thaw(t)
+	stopB()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Errorf("b's campaign ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's campaign did not return within 10 s of its context's end while no member answered")
+	}
+}
