@@ -399,3 +399,108 @@ func BenchmarkTimelineWrites(b *testing.B) {
 		})
 	}
 }
+
+// TestTimelineKeptOnChangesOfHands: past maxHolderHistories leases, a
+// renewal of a lease without a timeline makes none (it made one, and
+// evicted another, on nearly every renewal); its next change of hands
+// does. Forgetting a timeline queues a delete only when the store holds
+// it.
+func TestTimelineKeptOnChangesOfHands(t *testing.T) {
+	t.Parallel()
+	tr := newHolderTracker()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr.now = func() time.Time { return clock }
+	tr.replace(nil)
+	renew := func(name, holder string) {
+		clock = clock.Add(time.Second)
+		l := testLease("default", name, holder)
+		rt := metav1.NewMicroTime(clock)
+		l.Spec.RenewTime = &rt
+		tr.observe(l, true)
+	}
+	for i := range maxHolderHistories + 1 {
+		renew(leaseName(i), "a")
+	}
+	// l-0000 was evicted for the last one, before any flush: nothing to
+	// delete.
+	first, last := leaseKey{"default", leaseName(0)}, leaseKey{"default", leaseName(maxHolderHistories)}
+	if _, ok := tr.timelines[first]; ok || len(tr.gone) != 0 {
+		t.Fatalf("the first lease's timeline kept %v, %d deletes queued; want evicted, none queued (it was never saved)", ok, len(tr.gone))
+	}
+	renew(leaseName(0), "a")
+	if _, ok := tr.timelines[first]; ok {
+		t.Fatal("a renewal of a lease without a timeline made one")
+	}
+	if _, ok := tr.timelines[leaseKey{"default", leaseName(1)}]; !ok {
+		t.Fatal("a renewal of a lease without a timeline evicted another")
+	}
+	// As if a flush had saved them all.
+	for _, tl := range tr.timelines {
+		tl.stored = true
+	}
+	clear(tr.urgent)
+	renew(leaseName(0), "b")
+	if v, _ := tr.view("default", leaseName(0)); len(v.Tenures) != 1 || v.Tenures[0].Holder != "b" {
+		t.Fatalf("after a change of hands: %+v, want b's tenure", v.Tenures)
+	}
+	if _, ok := tr.timelines[leaseKey{"default", leaseName(1)}]; ok || !tr.gone[leaseKey{"default", leaseName(1)}] || !tr.urgent[first] {
+		t.Fatalf("the change of hands should evict l-0001's stored timeline (a delete) and save l-0000's: gone %v, urgent %v", tr.gone, tr.urgent)
+	}
+	// l-0001 changes hands back before the flush: its new timeline
+	// replaces the stored document instead of deleting it.
+	renew(leaseName(1), "c")
+	if k := (leaseKey{"default", leaseName(1)}); tr.gone[k] || !tr.urgent[k] || !tr.timelines[k].stored {
+		t.Fatalf("l-0001 back: gone %v, urgent %v", tr.gone, tr.urgent)
+	}
+	if _, ok := tr.timelines[last]; !ok {
+		t.Fatal("the most recently active timeline was evicted")
+	}
+}
+
+// TestTimelineLoadKeepsMostRecent: stored documents beyond
+// maxHolderHistories (left by a failed delete, say) are read once: the
+// most recently active are kept, the others deleted from the store by the
+// first flush.
+func TestTimelineLoadKeepsMostRecent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := boltdb.Open(ctx, filepath.Join(t.TempDir(), "leasehold.db"), boltdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ops := &timelineOps{Interface: st}
+	hist := history.New(ops, nil)
+	const n = maxHolderHistories + 8
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &wearRig{t: t}
+	r.each(0, n, func(i int) error {
+		// Lease i last renewed i seconds after base.
+		at := base.Add(time.Duration(i) * time.Second)
+		doc := fmt.Sprintf(`{"since":%q,"tenures":[{"holder":"a","start":%q,"lastRenew":%q,"renewals":1,"durationSeconds":10}]}`,
+			base.Format(time.RFC3339), base.Format(time.RFC3339), at.Format(time.RFC3339))
+		return hist.SaveTimeline(ctx, "default", leaseName(i), []byte(doc))
+	})
+	tr := newHolderTracker()
+	tr.store = hist
+	log := slog.New(slog.DiscardHandler)
+	tr.load(ctx, log)
+	if len(tr.timelines) != maxHolderHistories || len(tr.gone) != n-maxHolderHistories {
+		t.Fatalf("loaded %d timelines, %d queued for deletion; want %d and %d", len(tr.timelines), len(tr.gone), maxHolderHistories, n-maxHolderHistories)
+	}
+	c0 := ops.counts()
+	tr.flush(ctx, false, log)
+	if got := ops.counts().minus(c0); got.saves != 0 || got.deletes != n-maxHolderHistories || got.deletesAbsent != 0 {
+		t.Fatalf("first flush: %v, want the %d least recently active deleted", got, n-maxHolderHistories)
+	}
+	docs, err := hist.Timelines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		_, stored := docs[types.NamespacedName{Namespace: "default", Name: leaseName(i)}]
+		if want := i >= n-maxHolderHistories; stored != want {
+			t.Fatalf("%s (renewed %d s after the first): stored %v, want %v", leaseName(i), i, stored, want)
+		}
+	}
+}
