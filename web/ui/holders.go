@@ -71,9 +71,9 @@ type holderTracker struct {
 	changes map[leaseKey][]HolderChange
 	now     func() time.Time
 
-	// The timelines (timeline.go), and which to save soon (a new
-	// tenure), later (renewals only) or delete; store is nil when they
-	// are kept in memory only.
+	// The timelines (timeline.go), and which to save at the next flush
+	// (a new tenure), at shutdown (renewals only) or delete (stored ones
+	// forgotten); store is nil when they are kept in memory only.
 	timelines  map[leaseKey]*timeline
 	byActivity activityHeap
 	urgent     map[leaseKey]bool
@@ -124,9 +124,10 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	t.observeTimelineLocked(k, l, now, live)
 	prev, known := t.current[k]
-	if known && prev == clipped(holder) {
+	unchanged := known && prev == clipped(holder)
+	t.observeTimelineLocked(k, l, now, live, !unchanged)
+	if unchanged {
 		return
 	}
 	if !known {
@@ -205,9 +206,22 @@ func (t *holderTracker) replace(items []coordinationv1.Lease) {
 	if first {
 		t.since = t.now()
 	}
-	t.mu.Unlock()
+	// The leases with a timeline are seen first: a timeline loaded from
+	// the store has the last activity it was saved with (renewals are not
+	// saved), and seen after the other leases it would have been evicted
+	// for one of them, at a delete and a save, on every start of a
+	// server with more than maxHolderHistories leases.
+	kept := make([]bool, len(items))
 	for i := range items {
-		t.observe(&items[i], !first)
+		_, kept[i] = t.timelines[leaseKey{items[i].Namespace, items[i].Name}]
+	}
+	t.mu.Unlock()
+	for _, pass := range []bool{true, false} {
+		for i := range items {
+			if kept[i] == pass {
+				t.observe(&items[i], !first)
+			}
+		}
 	}
 }
 

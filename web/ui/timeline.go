@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,12 +26,23 @@ import (
 // changes; identities clipped to maxIdentityBytes. Worst case about 48 ×
 // 330 bytes per lease (8 MiB for 512 leases of 253-byte identities),
 // typically a few KiB in all. The timelines are stored through
-// Sources.Timelines (TimelineStore) so that a restart keeps them: a lease's document is
-// written within flushUrgent of a holder change, and its renewal counts
-// within flushLazy and at shutdown (after a crash the lease's own
-// renewTime still tells the last renewal), so a fleet of leases renewing
-// every few seconds costs the store a write per lease every few minutes,
-// not one per renewal. A stored document is at most about 24 KiB.
+// Sources.Timelines (TimelineStore) so that a restart keeps them. Edge
+// devices store on flash, so only a change of hands writes: a lease's
+// document is written within flushUrgent of a holder change (with the
+// renewals counted until then); renewals alone are written at shutdown
+// only, however many leases renew (after a crash the lease's own
+// renewTime still tells the last renewal, and only the count of the
+// renewals since the last change of hands is short). A renewal of a lease
+// without a kept timeline makes none (it gets one when it next changes
+// hands), and a timeline forgotten before it was ever saved costs the
+// store no delete. A stored document is at most about 24 KiB.
+//
+// Memory: the timelines above, plus three queues of keys (to save now,
+// at shutdown, to delete). The first two hold kept timelines only (at
+// most maxHolderHistories keys each); the third holds stored timelines
+// forgotten since the last flush, and a timeline becomes stored only in a
+// flush, which also empties it: at most maxHolderHistories keys, besides
+// the stored documents load found beyond the bound.
 const (
 	maxTenures   = 48
 	timelineSpan = 25 * time.Hour
@@ -44,7 +58,6 @@ const (
 	// grant, a redirected grant) are hand-overs, not gaps.
 	minGap      = time.Second
 	flushUrgent = time.Second
-	flushLazy   = 5 * time.Minute
 )
 
 // Tenure is one holder's time with a lease.
@@ -81,12 +94,15 @@ type TimelineDoc struct {
 	Since   time.Time `json:"since"`
 	Tenures []Tenure  `json:"tenures"`
 
-	// The tracker's bookkeeping, not stored: the lease, and the last
+	// The tracker's bookkeeping, not stored: the lease, the last
 	// activity (lastActivity) the timeline is ordered by in the
-	// tracker's heap, at index.
-	key   leaseKey
-	at    time.Time
-	index int
+	// tracker's heap, at index, and whether the store may hold a
+	// document of the lease (one was loaded or handed to it), which
+	// forgetting the timeline must delete.
+	key    leaseKey
+	at     time.Time
+	index  int
+	stored bool
 }
 
 type timeline = TimelineDoc
@@ -152,29 +168,52 @@ func renewTimeOf(l *coordinationv1.Lease) time.Time {
 }
 
 // observeTimelineLocked records one observed state of lease k in its
-// timeline; live is false for a lease found by a list.
-func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Lease, now time.Time, live bool) {
+// timeline; live is false for a lease found by a list, changed reports a
+// holder other than the one last seen (or a lease not seen before).
+func (t *holderTracker) observeTimelineLocked(k leaseKey, l *coordinationv1.Lease, now time.Time, live, changed bool) {
 	tl := t.timelines[k]
+	listed := false
 	if tl == nil {
 		if holderOf(l) == "" {
 			return // nothing to tell yet
 		}
+		if live && !changed {
+			// A renewal (or another update) of a lease whose timeline is
+			// not kept, as past maxHolderHistories leases: making one
+			// here evicted the least recently active timeline for nearly
+			// every renewal of the fleet, a save and a delete in the
+			// store each, and its tenure would have begun at a renewal.
+			// The lease gets a timeline when it next changes hands.
+			return
+		}
 		if len(t.timelines) >= maxHolderHistories {
-			if !live && listedActivity(l, now).Before(t.byActivity[0].at) {
+			if !live && (t.byActivity[0].stored || listedActivity(l, now).Before(t.byActivity[0].at)) {
 				// Less recently active than every timeline kept: it
 				// would be the next one evicted. A list of a fleet past
 				// maxHolderHistories leases made and evicted (and
 				// deleted from the store) a timeline for nearly each.
+				// Nor does a list evict a stored timeline: at every
+				// start that cost a delete, and the history the page
+				// showed before it, for a lease that merely renewed
+				// later than another.
 				return
 			}
 			t.evictTimelineLocked()
 		}
 		tl = &timeline{Since: now}
 		t.keepTimelineLocked(k.owned(), tl)
+		listed = !live
 	}
 	// The timeline's own key, not the decoded lease's strings, goes into
 	// the maps of what to save.
 	t.advanceTimelineLocked(tl.key, tl, l, now, live)
+	if listed && !tl.stored && t.urgent[tl.key] {
+		// Made from a list, it holds only what the lease itself says
+		// (acquireTime, renewTime), which the next list finds again: it
+		// is saved with its next change of hands or at shutdown.
+		delete(t.urgent, tl.key)
+		t.lazy[tl.key] = true
+	}
 	if at := tl.lastActivity(); !at.Equal(tl.at) {
 		tl.at = at
 		heap.Fix(&t.byActivity, tl.index)
@@ -346,6 +385,13 @@ func (h *activityHeap) Pop() any {
 
 // keepTimelineLocked starts keeping tl as lease k's timeline.
 func (t *holderTracker) keepTimelineLocked(k leaseKey, tl *timeline) {
+	if t.gone[k] {
+		// A stored document of an earlier timeline of the lease waits to
+		// be deleted: saving this one replaces it instead.
+		delete(t.gone, k)
+		tl.stored = true
+		t.urgent[k] = true
+	}
 	tl.key, tl.at = k, tl.lastActivity()
 	t.timelines[k] = tl
 	heap.Push(&t.byActivity, tl)
@@ -367,7 +413,11 @@ func (t *holderTracker) forgetTimelineLocked(k leaseKey) {
 	delete(t.timelines, k)
 	delete(t.urgent, k)
 	delete(t.lazy, k)
-	t.gone[k] = true
+	if tl.stored {
+		// One never saved costs the store nothing: a burst of new leases
+		// evicts timelines before the flush that would have saved them.
+		t.gone[k] = true
+	}
 }
 
 // view renders lease k's timeline at now: tenures with their expiries,
@@ -476,15 +526,23 @@ func (t *holderTracker) load(ctx context.Context, log *slog.Logger) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var found []*timeline
 	for nn, doc := range docs {
-		var tl timeline
-		if err := json.Unmarshal(doc, &tl); err != nil {
+		tl := &timeline{key: leaseKey{nn.Namespace, nn.Name}, stored: true}
+		if err := json.Unmarshal(doc, tl); err != nil {
 			log.Warn("Discarding an undecodable lease timeline", "namespace", nn.Namespace, "lease", nn.Name, "err", err)
-			t.gone[leaseKey{nn.Namespace, nn.Name}] = true
+			t.gone[tl.key] = true
 			continue
 		}
+		found = append(found, tl)
+	}
+	// The most recently active ones are kept; the store drops the others
+	// (they would only be read again, in their place, at a later start).
+	slices.SortFunc(found, func(a, b *timeline) int { return b.lastActivity().Compare(a.lastActivity()) })
+	for _, tl := range found {
 		if len(t.timelines) >= maxHolderHistories {
-			break
+			t.gone[tl.key] = true
+			continue
 		}
 		if n := len(tl.Tenures); n > maxTenures {
 			tl.Tenures = tl.Tenures[n-maxTenures:]
@@ -495,12 +553,12 @@ func (t *holderTracker) load(ctx context.Context, log *slog.Logger) {
 			// the lease's own renewTime.
 			tl.Tenures[i].renewSeen = tl.Tenures[i].LastRenew
 		}
-		t.keepTimelineLocked(leaseKey{nn.Namespace, nn.Name}, &tl)
+		t.keepTimelineLocked(tl.key, tl)
 	}
 }
 
-// flush writes the timelines that changed (with all, also those only
-// renewed since) and deletes those forgotten.
+// flush writes the timelines that changed hands (with all, at shutdown,
+// also those only renewed since) and deletes the stored ones forgotten.
 func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
 	if t.store == nil {
 		return
@@ -529,6 +587,10 @@ func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
 		if tl := t.timelines[k]; tl != nil {
 			if b, err := json.Marshal(tl); err == nil {
 				docs = append(docs, doc{k, b})
+				// From now on (even should the write fail) forgetting
+				// it deletes the document, in a later flush than this
+				// one's write.
+				tl.stored = true
 			}
 		}
 	}
@@ -548,26 +610,51 @@ func (t *holderTracker) flush(ctx context.Context, all bool, log *slog.Logger) {
 		t.lazy = map[leaseKey]bool{}
 	}
 	t.mu.Unlock()
-	for _, d := range docs {
+	// A few at a time: the store commits the writes that arrive together
+	// in one transaction (bbolt's writer, raft's batches), where one after
+	// another each cost a commit of its own, a sync and at least 16 KiB
+	// on the device (512 at shutdown). The saves end before the deletes
+	// begin (a key is in one of them only: see keepTimelineLocked).
+	inParallel(len(docs), func(i int) {
+		d := docs[i]
 		if err := t.store.SaveTimeline(ctx, d.k.namespace, d.k.name, d.body); err != nil {
 			log.Debug("Saving a lease timeline failed", "namespace", d.k.namespace, "lease", d.k.name, "err", err)
 		}
-	}
-	for _, k := range gone {
+	})
+	inParallel(len(gone), func(i int) {
+		k := gone[i]
 		if err := t.store.DeleteTimeline(ctx, k.namespace, k.name); err != nil {
 			log.Debug("Deleting a lease timeline failed", "namespace", k.namespace, "lease", k.name, "err", err)
 		}
-	}
+	})
 }
 
-// flushLoop saves the timelines until ctx is done, then once more.
+// flushWorkers is how many timeline writes a flush has in flight.
+const flushWorkers = 16
+
+// inParallel runs f(0) … f(n-1) on up to flushWorkers goroutines and
+// returns when all have.
+func inParallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, flushWorkers) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// flushLoop saves the timelines that changed hands until ctx is done,
+// then all that changed.
 func (t *holderTracker) flushLoop(ctx context.Context, log *slog.Logger) {
 	if t.store == nil {
 		return
 	}
 	tick := time.NewTicker(flushUrgent)
 	defer tick.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -577,11 +664,7 @@ func (t *holderTracker) flushLoop(ctx context.Context, log *slog.Logger) {
 			cancel()
 			return
 		case <-tick.C:
-			all := time.Since(last) >= flushLazy
-			if all {
-				last = time.Now()
-			}
-			t.flush(ctx, all, log)
+			t.flush(ctx, false, log)
 		}
 	}
 }
