@@ -48,20 +48,24 @@ var docsClusterFaults = []struct {
 		}
 		r.stop("d1")
 	}},
-	{title: "Operating a fleet for years", required: true, fault: func(*docsCluster) {}, before: map[string]func(r *docsCluster){
+	{title: "Operating a fleet for years", required: true, fault: func(r *docsCluster) {
+		// Three members again, for an upgrade that keeps a quorum: m3
+		// joins the cluster the lost quorum left.
+		r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file d1/cluster/token --data-dir d3 --member-name m3 ...")
+		r.waitVoters(3)
+	}, before: map[string]func(r *docsCluster){
 		// The schedule (docsSnapshotInterval) has written one.
 		"Snapshots and restore": func(r *docsCluster) { r.waitSnapshot("d2") },
-		// m3 and r1 join the cluster the lost quorum left, then lose
-		// their power for a year. Their certificates stay valid (a year
-		// is not waited for here): TestMemberWithExpiredCertificate
-		// covers the refusal of an expired one; the way back is the same.
+		// r1 joins too (after rotate-certs, which would wait up to a
+		// minute for a replica's next check), then m3 and r1 lose their
+		// power for a year. Their certificates stay valid (a year is not
+		// waited for here): TestMemberWithExpiredCertificate covers the
+		// refusal of an expired one; the way back is the same.
 		"A device back after a year off": func(r *docsCluster) {
 			if err := os.RemoveAll(filepath.Join(r.dir, "r1")); err != nil { // the lost cluster's replica
 				r.t.Fatal(err)
 			}
-			r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file d1/cluster/token --data-dir d3 --member-name m3 ...")
 			r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file d1/cluster/token --replica --data-dir r1 --member-name r1 ...")
-			r.waitVoters(3)
 			r.kill("d3")
 			r.kill("r1")
 		},
@@ -85,10 +89,11 @@ func loseM3(r *docsCluster) {
 // after the fault it describes (docsClusterFaults): for a lost device m3
 // is killed (kill -9) and d3 emptied; for the lost quorum every server but
 // m1 is killed, leaving it without a quorum, and m1 is stopped. The
-// runbook then runs on the two members that recovery leaves: its
-// certificates, snapshots and upgrade (a restart of m2 on the same binary:
-// upgrade_test.go runs real releases), then a device back after a year
-// off (m3 and r1 join, are killed, and come back as the runbook says).
+// runbook then runs on the two members that recovery leaves and m3, which
+// joins them: its certificates, snapshots and upgrade (a restart of m2 on
+// the same binary: upgrade_test.go runs real releases), then a device back
+// after a year off (r1 joins, m3 and r1 are killed, and come back as the
+// runbook says).
 //
 // Every command must exit 0. A "leasehold serve" runs in the background,
 // on the device its --data-dir names, until the test ends or the test
