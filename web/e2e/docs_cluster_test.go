@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,22 +27,48 @@ import (
 
 // docsClusterFaults are the sections of docs/cluster.md whose commands
 // TestE2EDocsCluster runs, in the order of the file, each after the fault
-// it is about, by title. The last is required; the others run when the
-// file has them.
+// it is about, by title. A required section must be in the file; the
+// others run when the file has them. before runs what a subsection
+// ("### title") of the section is about before its first command: the
+// operator's waits and the devices' own doings that no command stands for.
 var docsClusterFaults = []struct {
-	title string
-	fault func(r *docsCluster)
+	title    string
+	fault    func(r *docsCluster)
+	required bool
+	before   map[string]func(r *docsCluster)
 }{
-	{"A lost device", loseM3},
-	{"A lost or retired device", loseM3},
-	{"A stolen device", func(*docsCluster) {}}, // removed while it may still run
-	{"Recovering from a lost quorum", func(r *docsCluster) {
+	{title: "A lost device", fault: loseM3},
+	{title: "A lost or retired device", fault: loseM3},
+	{title: "A stolen device", fault: func(*docsCluster) {}}, // removed while it may still run
+	{title: "Recovering from a lost quorum", required: true, fault: func(r *docsCluster) {
 		for _, dir := range []string{"d2", "d3", "r1"} {
 			if r.devices[dir].proc != nil {
 				r.kill(dir)
 			}
 		}
 		r.stop("d1")
+	}},
+	{title: "Operating a fleet for years", required: true, fault: func(r *docsCluster) {
+		// Three members again, for an upgrade that keeps a quorum: m3
+		// joins the cluster the lost quorum left.
+		r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file d1/cluster/token --data-dir d3 --member-name m3 ...")
+		r.waitVoters(3)
+	}, before: map[string]func(r *docsCluster){
+		// The schedule (docsSnapshotInterval) has written one.
+		"Snapshots and restore": func(r *docsCluster) { r.waitSnapshot("d2") },
+		// r1 joins too (after rotate-certs, which would wait up to a
+		// minute for a replica's next check), then m3 and r1 lose their
+		// power for a year. Their certificates stay valid (a year is not
+		// waited for here): TestMemberWithExpiredCertificate covers the
+		// refusal of an expired one; the way back is the same.
+		"A device back after a year off": func(r *docsCluster) {
+			if err := os.RemoveAll(filepath.Join(r.dir, "r1")); err != nil { // the lost cluster's replica
+				r.t.Fatal(err)
+			}
+			r.serve("setup", "leasehold serve --join https://device-1:6443 --cluster-token-file d1/cluster/token --replica --data-dir r1 --member-name r1 ...")
+			r.kill("d3")
+			r.kill("r1")
+		},
 	}},
 }
 
@@ -55,22 +82,32 @@ func loseM3(r *docsCluster) {
 }
 
 // TestE2EDocsCluster runs the commands of docs/cluster.md's sections on
-// lost devices and lost quorums as an operator would type them, on three
-// devices of one cluster and an API-only replica (data directories d1,
-// d2, d3 with members m1, m2, m3, and r1, in one directory; token files T
-// and T2), each section after the fault it describes (docsClusterFaults):
-// for a lost device m3 is killed (kill -9) and d3 emptied; for the lost
-// quorum every server but m1 is killed, leaving it without a quorum, and
-// m1 is stopped.
+// lost devices and lost quorums, and its runbook "Operating a fleet for
+// years", as an operator would type them, on three devices of one cluster
+// and an API-only replica (data directories d1, d2, d3 with members m1,
+// m2, m3, and r1, in one directory; token files T and T2), each section
+// after the fault it describes (docsClusterFaults): for a lost device m3
+// is killed (kill -9) and d3 emptied; for the lost quorum every server but
+// m1 is killed, leaving it without a quorum, and m1 is stopped. The
+// runbook then runs on the two members that recovery leaves and m3, which
+// joins them: its certificates, snapshots and upgrade (a restart of m2 on
+// the same binary: upgrade_test.go runs real releases), then a device back
+// after a year off (r1 joins, m3 and r1 are killed, and come back as the
+// runbook says).
 //
 // Every command must exit 0. A "leasehold serve" runs in the background,
 // on the device its --data-dir names, until the test ends or the test
-// kills it; it counts as started once /readyz answers 200. In a command,
-// "https://device-1:6443" is m1's API URL and a trailing "..." the
-// device's listen, peer and client addresses (free loopback ports). The
-// lease written before the first fault must be in the recovered cluster.
+// kills it; it counts as started once /readyz answers 200, and on a
+// device whose server runs it is a restart (SIGTERM first). In a command,
+// "https://device-1:6443" is m1's API URL, a trailing "..." the device's
+// listen, peer and client addresses (free loopback ports), and /backups/
+// a directory beside the devices'. Every server snapshots every
+// docsSnapshotInterval. The lease written before the first fault must be
+// in the recovered cluster.
 func TestE2EDocsCluster(t *testing.T) {
 	testneeds.Slow(t, "runs a three-member cluster through docs/cluster.md's faults")
+	testneeds.Kubectl(t)                                         // the runbook reads /readyz and /metrics with it
+	testneeds.Tool(t, "jq", "apt-get install -y jq (make deps)") // and waits for healthy members with it
 	text, err := os.ReadFile(filepath.Join(moduleDir(t), "docs", "cluster.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -90,15 +127,26 @@ func TestE2EDocsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for i, f := range docsClusterFaults {
+	for _, f := range docsClusterFaults {
 		section := f.title
-		if !strings.Contains(string(text), "\n## "+section+"\n") && i < len(docsClusterFaults)-1 {
+		if !strings.Contains(string(text), "\n## "+section+"\n") && !f.required {
 			continue
 		}
 		body, line := markdownSection(t, string(text), section)
+		began := time.Now()
 		f.fault(r)
-		ran := 0
+		subsections := markdownSubsections(body)
+		for title := range f.before {
+			if _, ok := subsections[title]; !ok {
+				t.Fatalf("docs/cluster.md, %q has no subsection %q (docsClusterFaults)", section, title)
+			}
+		}
+		ran, done := 0, map[string]bool{}
 		for _, block := range shellBlocks(body) {
+			if title := subsectionOf(subsections, block.line); f.before[title] != nil && !done[title] {
+				f.before[title](r)
+				done[title] = true
+			}
 			block.line += line
 			for _, c := range splitCommands(block) {
 				r.run(section, c)
@@ -108,16 +156,40 @@ func TestE2EDocsCluster(t *testing.T) {
 				}
 			}
 		}
-		if ran == 0 && i == len(docsClusterFaults)-1 {
+		if ran == 0 && f.required {
 			t.Fatalf("docs/cluster.md, %q: no command", section)
 		}
-		t.Logf("%q: %d commands ran, each exited 0", section, ran)
+		t.Logf("%q: %d commands ran, each exited 0 (%v with the fault and the waits before them)", section, ran, time.Since(began).Round(time.Millisecond))
 	}
-	r.waitVoters(2)
+	r.waitVoters(3) // m1, m2 and the m3 back from a year off
 	got, err := clientset(t, restConfig(t, ts, wireJSON)).CoordinationV1().Leases("default").Get(context.Background(), "docs-cluster", metav1.GetOptions{})
 	if err != nil || derefString(got.Spec.HolderIdentity) != holder {
 		t.Errorf("the lease written before the faults, after the recovery: %v, %v", got, err)
 	}
+}
+
+// markdownSubsections maps the titles of a section's "### " headings to
+// their lines in it.
+func markdownSubsections(body string) map[string]int {
+	out := map[string]int{}
+	for i, l := range strings.Split(body, "\n") {
+		if title, ok := strings.CutPrefix(l, "### "); ok {
+			out[strings.TrimSpace(title)] = i
+		}
+	}
+	return out
+}
+
+// subsectionOf is the title of the subsection holding line ("" before the
+// first).
+func subsectionOf(subsections map[string]int, line int) string {
+	best, at := "", -1
+	for title, l := range subsections {
+		if l < line && l > at {
+			best, at = title, l
+		}
+	}
+	return best
 }
 
 // markdownSection is the text under "## title", up to the next "## ",
@@ -172,13 +244,23 @@ func newDocsCluster(t *testing.T) *docsCluster {
 		}
 	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEASEHOLD_") && !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "LEASEHOLD_") && !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "HOME=") {
 			r.env = append(r.env, kv)
 		}
 	}
-	r.env = append(r.env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	r.env = append(r.env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir(),
+		"LEASEHOLD_SNAPSHOT_INTERVAL="+docsSnapshotInterval)
+	if err := os.Mkdir(filepath.Join(r.dir, "backups"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
+
+// docsSnapshotInterval is every server's --snapshot-interval (the
+// environment's LEASEHOLD_SNAPSHOT_INTERVAL), so that the runbook's
+// snapshot commands find a scheduled snapshot without the 12 hours of the
+// default.
+const docsSnapshotInterval = "5s"
 
 var docsDataDir = regexp.MustCompile(`--data-dir ([dr]\d)\b`)
 
@@ -186,6 +268,7 @@ var docsDataDir = regexp.MustCompile(`--data-dir ([dr]\d)\b`)
 func (r *docsCluster) rewrite(text string) string {
 	text = commentTail.ReplaceAllString(text, "")
 	text = strings.ReplaceAll(text, "https://device-1:6443", "http://"+r.devices["d1"].listen)
+	text = strings.ReplaceAll(text, " /backups/", " backups/")
 	if m := docsDataDir.FindStringSubmatch(text); m != nil && strings.HasSuffix(text, " ...") {
 		d := r.devices[m[1]]
 		text = strings.TrimSuffix(text, "...") + "--listen " + d.listen
@@ -230,7 +313,10 @@ func (r *docsCluster) serve(where, text string) {
 	}
 	d := r.devices[m[1]]
 	if d.proc != nil {
-		t.Fatalf("%s: %s already runs a server", where, m[1])
+		// A device runs one server: starting it again is a restart
+		// (an upgrade's), which stops the running one first, as the
+		// service manager does.
+		r.stop(m[1])
 	}
 	cmd := exec.Command("bash", "-c", "exec "+r.rewrite(text))
 	cmd.Dir, cmd.Env = r.dir, r.env
@@ -297,15 +383,30 @@ func (r *docsCluster) stop(dir string) {
 	d.proc = nil
 }
 
+// stopAll stops every server: the replica first, while the members it
+// needs still run, then the members at once (the last member left alone
+// has no quorum, which makes its stop slow: they share that wait).
 func (r *docsCluster) stopAll() {
-	for dir, d := range r.devices {
-		if d.proc != nil {
-			if r.t.Failed() {
-				r.t.Logf("%s's server:\n%s", dir, d.proc.out.String())
-			}
-			r.stop(dir)
+	var members sync.WaitGroup
+	for _, dir := range []string{"r1", "d1", "d2", "d3"} {
+		d := r.devices[dir]
+		if d.proc == nil {
+			continue
 		}
+		if r.t.Failed() {
+			r.t.Logf("%s's server:\n%s", dir, d.proc.out.String())
+		}
+		if d.peer == "" {
+			r.stop(dir)
+			continue
+		}
+		members.Add(1)
+		go func() {
+			defer members.Done()
+			r.stop(dir)
+		}()
 	}
+	members.Wait()
 }
 
 // logs is every running server's output, for failures.
@@ -331,5 +432,15 @@ func (r *docsCluster) waitVoters(want int) {
 			return st, fmt.Errorf("leasehold cluster status: exit %d: %s", code, errOut)
 		}
 		return st, json.Unmarshal([]byte(out), &st)
+	})
+}
+
+// waitSnapshot waits until the device's member has written a scheduled
+// snapshot into its snapshot directory.
+func (r *docsCluster) waitSnapshot(dir string) {
+	r.t.Helper()
+	eventually(r.t, 60*time.Second, dir+" wrote a scheduled snapshot", func() (bool, string) {
+		files, err := filepath.Glob(filepath.Join(r.dir, dir, "snapshots", "leasehold-*.db"))
+		return len(files) > 0, fmt.Sprintf("%v, %v", files, err)
 	})
 }
