@@ -22,25 +22,30 @@ const freshConnGrace = 300 * time.Millisecond
 // tab open). Only a connection's first request and its state changes
 // take the lock, not every request.
 type freshConns struct {
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns maps each connection without a request yet to the read
+	// deadline the drain gave it (zero before the drain).
+	conns    map[net.Conn]time.Time
 	draining bool
 }
 
 func newFreshConns() *freshConns {
-	return &freshConns{conns: map[net.Conn]struct{}{}}
+	return &freshConns{conns: map[net.Conn]time.Time{}}
 }
 
 // connState is fasthttp.Server.ConnState.
 func (f *freshConns) connState(c net.Conn, state fasthttp.ConnState) {
 	switch state {
 	case fasthttp.StateNew:
+		var deadline time.Time
 		f.mu.Lock()
-		f.conns[c] = struct{}{}
-		draining := f.draining
+		if f.draining {
+			deadline = time.Now().Add(freshConnGrace)
+		}
+		f.conns[c] = deadline
 		f.mu.Unlock()
-		if draining {
-			_ = c.SetReadDeadline(time.Now().Add(freshConnGrace))
+		if !deadline.IsZero() {
+			_ = c.SetReadDeadline(deadline)
 		}
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		f.mu.Lock()
@@ -73,13 +78,46 @@ func (f *freshConns) arrived(c net.Conn) {
 }
 
 // drain gives every connection without a request freshConnGrace to send
-// one: past it, fasthttp's read fails and it closes the connection.
-func (f *freshConns) drain() {
+// one: past it, fasthttp's read fails and it closes the connection. It
+// gives it again every freshConnRecheck until stop closes: fasthttp sets
+// a connection's read deadline itself (its ReadTimeout) when the
+// connection's goroutine begins its first request, which for one accepted
+// just before the drain comes after it (a UI tab opens one as soon as the
+// drain ends its watch): that connection then held the drain for its
+// whole grace, once in a CI run.
+func (f *freshConns) drain(stop <-chan struct{}) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.draining = true
 	deadline := time.Now().Add(freshConnGrace)
 	for c := range f.conns {
+		f.conns[c] = deadline
+	}
+	f.mu.Unlock()
+	f.applyDeadlines()
+	go func() {
+		tick := time.NewTicker(freshConnRecheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				f.applyDeadlines()
+			}
+		}
+	}()
+}
+
+// freshConnRecheck is how often the drain gives fresh connections their
+// deadline again.
+const freshConnRecheck = 50 * time.Millisecond
+
+// applyDeadlines sets every fresh connection's read deadline to the one
+// the drain gave it.
+func (f *freshConns) applyDeadlines() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c, deadline := range f.conns {
 		_ = c.SetReadDeadline(deadline)
 	}
 }

@@ -300,7 +300,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		time.Sleep(s.delay)
 	}
 	s.stopStreams()
-	fresh.drain()
+	drained := make(chan struct{})
+	defer close(drained)
+	fresh.drain(drained)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.ShutdownWithContext(sctx); err != nil {
