@@ -102,11 +102,11 @@ func TestE2EShutdownWithUITabAndWatch(t *testing.T) {
 	<-logDone
 	logMu.Lock()
 	defer logMu.Unlock()
-	if code != 0 || took > shutdownBound {
-		t.Errorf("SIGTERM with a UI tab and a watch open: exit %d after %s, want 0 within %s; log:\n%s", code, took.Round(time.Millisecond), shutdownBound, log.String())
-	} else {
-		t.Logf("SIGTERM with a UI tab and a watch open: exit 0 after %s", took.Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("SIGTERM with a UI tab and a watch open: exit %d after %s, want 0; log:\n%s", code, took.Round(time.Millisecond), log.String())
 	}
+	t.Logf("SIGTERM with a UI tab and a watch open: exit %d after %s", code, took.Round(time.Millisecond))
+	timingTarget(t, took <= shutdownBound, "SIGTERM with a UI tab and a watch open: exit after %s, want within %s", took.Round(time.Millisecond), shutdownBound)
 	if strings.Contains(log.String(), "Shutdown did not complete in time") {
 		t.Errorf("the drain waited out its grace (a connection stayed open); log:\n%s", log.String())
 	}
