@@ -68,7 +68,7 @@ func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, 
 		// Before etcd presents it: an expired certificate would have every
 		// peer's TLS refuse the member in ways that do not say why.
 		if err := renewIfExpired(ctx, KindMember, st.Name, certFiles{paths.CertFile, paths.KeyFile, paths.CAFile}, token,
-			renewURLs(f.Join, st.JoinedVia), log); err != nil {
+			renewURLs(f.Join, st.JoinedVia, memberAPIs(paths)...), log); err != nil {
 			return nil, fmt.Errorf("%w. Otherwise, to bring the device back: on another member \"leasehold cluster remove %s\"; "+
 				"here, move %s aside and start again with --join URL --cluster-token-file (docs/cluster.md, \"Certificate rotation\")", err, st.Name, paths.Dir)
 		}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/pki"
@@ -69,7 +70,7 @@ func renewIfExpired(ctx context.Context, kind, name string, files certFiles, tok
 			"(a running member's cluster/token)", expired)
 	}
 	if len(urls) == 0 {
-		return fmt.Errorf("%s; renewing it goes through a running member, and this one's state names none: "+
+		return fmt.Errorf("%s; renewing it goes through a running member, and this device knows none: "+
 			"start it once with --join URL (any running member's API URL)", expired)
 	}
 	log.Warn("The certificate expired while the device was off: renewing it through a member with the cluster token before starting",
@@ -172,11 +173,12 @@ func renewExpiredVia(ctx context.Context, apiURL string, token, certPEM []byte, 
 }
 
 // renewURLs are the members' API URLs a device renews through: --join
-// when this start gives it, then the one it joined through.
-func renewURLs(join, joinedVia string) []string {
+// when this start gives it, the one it joined through, then the others
+// it knows, each once.
+func renewURLs(join, joinedVia string, others ...string) []string {
 	var urls []string
-	for _, u := range []string{join, joinedVia} {
-		if u != "" && (len(urls) == 0 || urls[0] != u) {
+	for _, u := range append([]string{join, joinedVia}, others...) {
+		if u != "" && !slices.Contains(urls, u) {
 			urls = append(urls, u)
 		}
 	}

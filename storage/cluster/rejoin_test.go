@@ -166,3 +166,48 @@ func keyPEMOf(t *testing.T, key crypto.Signer) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
+
+// TestRenewURLs: a device renews through --join first, then the member
+// it joined through, then the other members it kept, each once; a member
+// announces its API at its advertised host when it listens on loopback
+// or a wildcard (reported as loopback) and advertises another address.
+func TestRenewURLs(t *testing.T) {
+	got := renewURLs("http://a:1", "http://b:2", "http://b:2", "http://c:3", "")
+	if strings.Join(got, " ") != "http://a:1 http://b:2 http://c:3" {
+		t.Errorf("renewURLs: %q", got)
+	}
+	if got := renewURLs("", ""); len(got) != 0 {
+		t.Errorf("renewURLs of nothing: %q", got)
+	}
+	for _, c := range []struct{ server, advertise, want string }{
+		{"https://127.0.0.1:8443", "https://10.0.0.5:2379", "https://10.0.0.5:8443"},
+		{"https://127.0.0.1:8443", "https://127.0.0.1:2379", "https://127.0.0.1:8443"},
+		{"https://192.168.1.2:8443", "https://10.0.0.5:2379", "https://192.168.1.2:8443"},
+		{"http://[::1]:8080", "https://[fd00::5]:2379", "http://[fd00::5]:8080"},
+	} {
+		if got := apiURLFor(c.server, c.advertise); got != c.want {
+			t.Errorf("apiURLFor(%s, %s) = %s, want %s", c.server, c.advertise, got, c.want)
+		}
+	}
+}
+
+// TestAnnounceAPI: a serving member records its API URL in the cluster's
+// record; the URLs it keeps for its own renewals are the other members'
+// only (not its own, not a name that is no member).
+func TestAnnounceAPI(t *testing.T) {
+	ctx := context.Background()
+	m, ms, _ := trustMember(t)
+	ms.AnnounceAPI("http://127.0.0.1:18443")
+	eventually(t, 5*time.Second, func() bool {
+		resp, err := m.client.Get(ctx, apiPrefix+"m1")
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "http://127.0.0.1:18443"
+	})
+	if _, err := m.client.Put(ctx, apiPrefix+"gone", "http://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	// The follower saw both writes: the file it keeps lists no one.
+	time.Sleep(200 * time.Millisecond)
+	if got := memberAPIs(m.cfg.Paths); len(got) != 0 {
+		t.Errorf("a lone member keeps API URLs %q, want none (its own and a non-member's are not kept)", got)
+	}
+}

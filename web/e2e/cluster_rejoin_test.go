@@ -23,13 +23,13 @@ const rejoinValidity = "20s"
 
 // TestClusterRejoinAfterExpiry: devices whose certificates expired while
 // they were off come back with the token and nothing else. Three members
-// and two replicas run with 20 s certificates; m3 and the replica r1 stop,
-// r2 stops and is revoked (which rotates the token), a Lease is written
-// meanwhile, and the test waits until the three stopped certificates have
-// expired. m3 restarts with its data directory alone: it renews its
-// certificate through the member it joined through (its token file
-// followed the rotation, it was off after it), rejoins the quorum, and
-// serves both Leases. r1 started with the token from before the rotation
+// and two replicas run with 20 s certificates; m1 (the first member, which
+// joined through nobody) and the replica r1 stop, r2 stops and is revoked
+// (which rotates the token), a Lease is written meanwhile, and the test
+// waits until the three stopped certificates have expired. m1 restarts
+// with its data directory alone: it renews its certificate through the
+// other members' APIs it kept (its token file followed the rotation, it
+// was off after it), rejoins the quorum, and serves both Leases. r1 started with the token from before the rotation
 // is refused, saying to pass the current one; with it, it comes back and
 // serves. Both then renew on their own schedule. The revoked r2 does not
 // come back, even with the current token.
@@ -79,25 +79,30 @@ func TestClusterRejoinAfterExpiry(t *testing.T) {
 	create(members[0].ts, "before")
 
 	// r2 goes off and is revoked meanwhile; the revocation rotates the
-	// token (m3 still runs and follows it). Then m3 and r1 go off too, and
-	// a Lease is written without them.
+	// token (m1 still runs and follows it). Then m1, once it kept the
+	// other members' API URLs, and r1 go off too, and a Lease is written
+	// without them.
 	r2.ts.Stop(t)
-	if code, out, errOut := runCLI(t, "cluster", "revoke", "r2", "--kubeconfig", members[0].ts.Kubeconfig); code != 0 {
+	if code, out, errOut := runCLI(t, "cluster", "revoke", "r2", "--kubeconfig", members[1].ts.Kubeconfig); code != 0 {
 		t.Fatalf("cluster revoke r2: exit %d\n%s%s", code, out, errOut)
 	}
-	token := filepath.Join(members[0].dataDir, "cluster", "token")
-	eventually(t, 10*time.Second, "m3's token file follows the rotation", func() (bool, string) {
+	token := filepath.Join(members[1].dataDir, "cluster", "token")
+	eventually(t, 10*time.Second, "m1's token file follows the rotation", func() (bool, string) {
 		a, _ := os.ReadFile(token)
-		b, _ := os.ReadFile(filepath.Join(members[2].dataDir, "cluster", "token"))
+		b, _ := os.ReadFile(filepath.Join(members[0].dataDir, "cluster", "token"))
 		return len(a) > 0 && string(a) == string(b), string(b)
 	})
-	members[2].ts.Stop(t)
+	eventually(t, 10*time.Second, "m1 keeps m2's and m3's API URLs", func() (bool, string) {
+		data, _ := os.ReadFile(filepath.Join(members[0].dataDir, "cluster", "member-apis.json"))
+		return strings.Contains(string(data), members[1].ts.URL) && strings.Contains(string(data), members[2].ts.URL), string(data)
+	})
+	members[0].ts.Stop(t)
 	r1.ts.Stop(t)
 	off := time.Now()
-	create(members[0].ts, "while-off")
+	create(members[1].ts, "while-off")
 
 	// Off until every stopped certificate has expired.
-	certs := map[string]string{"m3": filepath.Join(members[2].dataDir, "cluster", "pki", "member.crt"),
+	certs := map[string]string{"m1": filepath.Join(members[0].dataDir, "cluster", "pki", "member.crt"),
 		"r1": filepath.Join(r1.dataDir, "replica", "client.crt"), "r2": filepath.Join(r2.dataDir, "replica", "client.crt")}
 	var last time.Time
 	for name, file := range certs {
@@ -114,32 +119,39 @@ func TestClusterRejoinAfterExpiry(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Until(last) + time.Second)
-	t.Logf("m3 and r1 were off %s; the last of the three certificates expired at %s", time.Since(off).Round(time.Second), last.Format(time.TimeOnly))
+	t.Logf("m1 and r1 were off %s; the last of the three certificates expired at %s", time.Since(off).Round(time.Second), last.Format(time.TimeOnly))
 
-	// m3: its data directory alone.
+	// m1: its data directory alone (and the validity every member keeps
+	// in its unit: the certificates it signs last it).
 	restart := time.Now()
-	members[2].start(t)
-	t.Logf("m3 was ready %s after its start with an expired certificate", time.Since(restart).Round(time.Millisecond))
-	m3log := members[2].ts.Log()
+	m1 := members[0]
+	p, ready := spawnServer(t, []string{"--listen", m1.ts.proc.hostPort(), "--data-dir", m1.dataDir, "--log-level", "info",
+		"--cluster-cert-validity", rejoinValidity}, nil)
+	if !ready {
+		t.Fatalf("m1 exited with code %d before it was ready; log:\n%s", p.code, p.log.String())
+	}
+	m1.ts = &testServer{URL: "http://" + p.hostPort(), DataDir: m1.dataDir, Kubeconfig: filepath.Join(m1.dataDir, "kubeconfig"), proc: p}
+	t.Logf("m1 was ready %s after its start with an expired certificate", time.Since(restart).Round(time.Millisecond))
+	m1log := members[0].ts.Log()
 	for _, want := range []string{"The certificate expired while the device was off", "Renewed the expired certificate; starting"} {
-		i := strings.Index(m3log, want)
+		i := strings.Index(m1log, want)
 		if i < 0 {
-			t.Errorf("m3's log does not say %q", want)
+			t.Errorf("m1's log does not say %q", want)
 			continue
 		}
-		line, _, _ := strings.Cut(m3log[i:], "\n")
-		t.Logf("m3: %s", line)
+		line, _, _ := strings.Cut(m1log[i:], "\n")
+		t.Logf("m1: %s", line)
 	}
-	members[2].waitHealthy(t, 3)
+	members[0].waitHealthy(t, 3)
 	for _, name := range []string{"before", "while-off"} {
-		if _, err := leases(members[2].ts).Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("Lease %s through m3 after its return: %v", name, err)
+		if _, err := leases(members[0].ts).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Lease %s through m1 after its return: %v", name, err)
 		}
 	}
 
 	// r1 with the token it was given before the rotation: refused, saying
 	// what to pass; with the current one, back.
-	p, ready := spawnServer(t, []string{"--listen", r1.ts.proc.hostPort(), "--data-dir", r1.dataDir, "--cluster-token", "e2e-cluster-token"}, nil)
+	p, ready = spawnServer(t, []string{"--listen", r1.ts.proc.hostPort(), "--data-dir", r1.dataDir, "--cluster-token", "e2e-cluster-token"}, nil)
 	if ready {
 		t.Fatal("r1 started with the token from before the rotation")
 	}
@@ -155,7 +167,7 @@ func TestClusterRejoinAfterExpiry(t *testing.T) {
 		}
 	}
 	// Both write, and renew their certificates on their own schedule.
-	for _, ts := range []*testServer{members[2].ts, r1.ts} {
+	for _, ts := range []*testServer{members[0].ts, r1.ts} {
 		lease, err := leases(ts).Get(ctx, "while-off", metav1.GetOptions{})
 		if err == nil {
 			now := metav1.NewMicroTime(time.Now())
@@ -166,9 +178,9 @@ func TestClusterRejoinAfterExpiry(t *testing.T) {
 			t.Errorf("renew a Lease through a device back after its certificate expired: %v", err)
 		}
 	}
-	eventually(t, 40*time.Second, "m3 and r1 renew their certificates again by themselves", func() (bool, string) {
-		m, r := strings.Count(members[2].ts.Log(), "Renewed the member's certificate"), strings.Count(r1.ts.Log(), "Renewed the replica's certificate")
-		return m >= 1 && r >= 1, fmt.Sprintf("m3 %d, r1 %d", m, r)
+	eventually(t, 40*time.Second, "m1 and r1 renew their certificates again by themselves", func() (bool, string) {
+		m, r := strings.Count(members[0].ts.Log(), "Renewed the member's certificate"), strings.Count(r1.ts.Log(), "Renewed the replica's certificate")
+		return m >= 1 && r >= 1, fmt.Sprintf("m1 %d, r1 %d", m, r)
 	})
 
 	// The revoked r2 does not come back, even with the current token.
