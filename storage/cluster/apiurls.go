@@ -39,6 +39,11 @@ func apisFile(p Paths) string { return filepath.Join(p.Dir, "member-apis.json") 
 // It returns at once; the work runs in the member's background.
 func (s *Membership) AnnounceAPI(serverURL string) {
 	m := s.m
+	select {
+	case <-m.done:
+		return
+	default:
+	}
 	own := apiURLFor(serverURL, m.cfg.AdvertiseClient)
 	m.background.Go(func() {
 		ctx, cancel := context.WithCancel(context.Background())
