@@ -161,6 +161,7 @@ func serve(ctx context.Context, cfg serveConfig, stdout io.Writer) error {
 	logger.Info("Serving the Lease API", "url", serverURL, "storage", s.dbPath,
 		"version", Version, "startup", time.Since(start).Round(time.Millisecond).String())
 	backend.LogJoinHint(s.store, serverURL, logger)
+	backend.AnnounceAPI(s.store, serverURL)
 	if cfg.ReadyFile != "" {
 		if err := sdnotify.WriteReadyFile(cfg.ReadyFile, serverURL); err != nil {
 			ln.Close()

@@ -70,6 +70,11 @@ func (s *Server) serveClusterRotation(ctx context.Context, rc *fasthttp.RequestC
 	return true
 }
 
+// serveRenew decodes a renewal request. One that carries a proof of the
+// cluster token (an expired certificate's) has it bound as the join's:
+// its nonce is used up here, once, and the TLS session's keying material
+// is what the proof must cover (none on loopback without TLS, where the
+// nonce alone refuses a replay).
 func (s *Server) serveRenew(ctx context.Context, rc *fasthttp.RequestCtx, r ClusterRotation) (any, error) {
 	body := rc.PostBody()
 	if len(body) > clusterapi.MaxJoinBodyBytes {
@@ -78,6 +83,24 @@ func (s *Server) serveRenew(ctx context.Context, rc *fasthttp.RequestCtx, r Clus
 	var req clusterapi.RenewRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, errors.Join(clusterapi.ErrInvalidRequest, errors.New("the body is not a JSON renewal request"))
+	}
+	if err := req.ValidateProof(); err != nil {
+		return nil, err
+	}
+	if req.Nonce != "" {
+		if st := rc.TLSConnectionState(); st != nil {
+			ekm, err := st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength)
+			if err != nil {
+				return nil, errors.Join(clusterapi.ErrInvalidRequest, errors.New("a renewal with the cluster token needs TLS 1.3 (or 1.2 with extended master secret): "+err.Error()))
+			}
+			req.Session = ekm
+		} else if !rc.RemoteIP().IsLoopback() {
+			return nil, errors.Join(clusterapi.ErrNotAdmitted, errors.New("a renewal with the cluster token over plain HTTP is allowed on loopback only; serve the API over TLS"))
+		}
+		if !s.join.nonces.Consume(req.Nonce) {
+			return nil, errors.Join(clusterapi.ErrNotAdmitted, errors.New("the renewal's nonce is unknown, expired or already used (a replay is refused): "+
+				"ask POST "+clusterapi.JoinNoncePath+" for a fresh one and use it at once"))
+		}
 	}
 	return r.Renew(ctx, req)
 }

@@ -24,14 +24,16 @@ func (m Mode) CertFiles(dir datadir.Layout) []string {
 	return nil
 }
 
-// CheckExpired refuses to start a member or replica whose certificate
+// CheckExpired refuses to start a member or replica whose cluster CA
 // expired while the device was off, saying what to do, instead of letting
-// its peers' handshakes fail (docs/cluster.md, "Clocks").
+// its peers' handshakes fail (docs/cluster.md, "Clocks"). Its own
+// certificate having expired is not refused here: it renews it with the
+// cluster token before it starts (storage/cluster's rejoin.go).
 func (m Mode) CheckExpired(dir datadir.Layout, now time.Time) error {
 	switch m {
 	case Member:
 		c := dir.Member()
-		if err := clockcheck.Expired(now, c.CertFile, c.CAFile); err != nil {
+		if err := clockcheck.Expired(now, c.CAFile); err != nil {
 			name := "NAME"
 			if st, err := cluster.LoadState(c); err == nil {
 				name = st.Name
@@ -42,7 +44,7 @@ func (m Mode) CheckExpired(dir datadir.Layout, now time.Time) error {
 		}
 	case Replica:
 		r := dir.Replica()
-		if err := clockcheck.Expired(now, r.CertFile, r.CAFile); err != nil {
+		if err := clockcheck.Expired(now, r.CAFile); err != nil {
 			return fmt.Errorf("%w; the members refuse it. To bring the replica back: \"leasehold cluster revoke NAME\" on a member, "+
 				"move %s aside and start again with --replica --join URL and the new cluster token; docs/cluster.md, \"Clocks\"", err, r.Dir)
 		}

@@ -16,3 +16,13 @@ func LogJoinHint(store Store, serverURL string, log *slog.Logger) {
 		"token_file", ms.Membership().GeneratedToken(),
 		"command", "leasehold serve --join "+serverURL+" --cluster-token-file COPY_OF_TOKEN_FILE --data-dir DIR --peer-listen HOST:PORT")
 }
+
+// AnnounceAPI records, on a member, the URL it serves the API at in the
+// cluster's record, where the other members keep it: a member whose
+// certificate expired while it was off renews it there before it starts
+// (storage/cluster's apiurls.go). Other storage ignores it.
+func AnnounceAPI(store Store, serverURL string) {
+	if ms, ok := store.(*MemberStore); ok {
+		ms.Membership().AnnounceAPI(serverURL)
+	}
+}

@@ -24,6 +24,10 @@
 //     and its peer port (a TLS gate in front of etcd's loopback peer
 //     listener); removing or revoking a device deletes its records and
 //     rotates the cluster token in one raft write;
+//   - certificates (renew.go, replicarenew.go, rejoin.go, apiurls.go):
+//     every device renews its own before it expires, and one whose
+//     certificate expired while it was off renews it as it starts, through
+//     another member's API, with its key and the current cluster token;
 //   - a member's data: the import of a single-device database at
 //     --cluster-init (Import, PrepareData), its backup (Barrier, a
 //     linearizable read through the raft leader first, then Snapshot,

@@ -36,50 +36,13 @@ var ErrPlainHTTP = errors.New("joining over plain HTTP is allowed on loopback on
 // a good default for the joiner's advertised address.
 func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinRequest) (clusterapi.JoinResponse, net.Addr, error) {
 	var out clusterapi.JoinResponse
-	u, err := url.Parse(strings.TrimRight(apiURL, "/"))
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return out, nil, fmt.Errorf("invalid --join URL %q: want https://host:port", apiURL)
-	}
-	host := u.Hostname()
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
-	}
-	addr := net.JoinHostPort(host, port)
-	if u.Scheme == "http" && !isLoopback(host) {
-		return out, nil, ErrPlainHTTP
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	ex, err := dialExchange(ctx, "join", apiURL)
 	if err != nil {
-		return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
+		return out, nil, err
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	local := conn.LocalAddr()
-	var ekm []byte
-	if u.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{
-			ServerName: host,
-			MinVersion: tls.VersionTLS13, // keying material export is sound on 1.3
-			// The member is authenticated by its proof below, bound to
-			// this session's keying material, not by a certificate.
-			InsecureSkipVerify: true, //nolint:gosec // see above
-		})
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return out, nil, fmt.Errorf("join %s: TLS: %w", apiURL, err)
-		}
-		st := tc.ConnectionState()
-		if ekm, err = st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength); err != nil {
-			return out, nil, fmt.Errorf("join %s: %w", apiURL, err)
-		}
-		conn = tc
-	}
-	ex := exchange{ctx: ctx, conn: conn, r: bufio.NewReader(conn), base: u.Scheme + "://" + u.Host, apiURL: apiURL}
+	defer ex.conn.Close()
 	var challenge clusterapi.NonceResponse
 	if err := ex.post(clusterapi.JoinNoncePath, nil, false, &challenge); err != nil {
 		var re *RefusedError
@@ -89,7 +52,7 @@ func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinR
 		return out, nil, err
 	}
 	req.Nonce = challenge.Nonce
-	req.Proof = clusterapi.JoinProof(token, ekm, &req)
+	req.Proof = clusterapi.JoinProof(token, ex.ekm, &req)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, nil, err
@@ -97,17 +60,72 @@ func Join(ctx context.Context, apiURL string, token []byte, req clusterapi.JoinR
 	if err := ex.post(clusterapi.JoinPath, body, true, &out); err != nil {
 		return out, nil, err
 	}
-	if !hmac.Equal([]byte(out.Proof), []byte(clusterapi.MemberProof(token, ekm, &req, &out))) {
+	if !hmac.Equal([]byte(out.Proof), []byte(clusterapi.MemberProof(token, ex.ekm, &req, &out))) {
 		return clusterapi.JoinResponse{}, nil, fmt.Errorf("join %s: the server did not prove it knows the cluster token; its answer is ignored", apiURL)
 	}
-	return out, local, nil
+	return out, ex.local, nil
 }
 
-// exchange is the join's requests on its one connection.
+// dialExchange opens the one connection of a handshake (op: "join" or
+// "renew") with the member serving the API at apiURL, and exports the TLS
+// session's keying material the proofs cover (none over plain HTTP, which
+// is allowed on loopback only). The member's certificate is not verified
+// by a CA: the proofs over this session authenticate the two ends.
+func dialExchange(ctx context.Context, op, apiURL string) (*exchange, error) {
+	u, err := url.Parse(strings.TrimRight(apiURL, "/"))
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil, fmt.Errorf("invalid --join URL %q: want https://host:port", apiURL)
+	}
+	host := u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	addr := net.JoinHostPort(host, port)
+	if u.Scheme == "http" && !isLoopback(host) {
+		return nil, ErrPlainHTTP
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, apiURL, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	ex := &exchange{ctx: ctx, op: op, local: conn.LocalAddr(), base: u.Scheme + "://" + u.Host, apiURL: apiURL}
+	if u.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{
+			ServerName: host,
+			MinVersion: tls.VersionTLS13, // keying material export is sound on 1.3
+			// The member is authenticated by its proof (a join) or by
+			// the CA the device holds checking its answer (a renewal),
+			// not by the API's certificate.
+			InsecureSkipVerify: true, //nolint:gosec // see above
+		})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%s %s: TLS: %w", op, apiURL, err)
+		}
+		st := tc.ConnectionState()
+		if ex.ekm, err = st.ExportKeyingMaterial(clusterapi.EKMLabel, nil, clusterapi.EKMLength); err != nil {
+			tc.Close()
+			return nil, fmt.Errorf("%s %s: %w", op, apiURL, err)
+		}
+		conn = tc
+	}
+	ex.conn, ex.r = conn, bufio.NewReader(conn)
+	return ex, nil
+}
+
+// exchange is a handshake's requests on its one connection.
 type exchange struct {
 	ctx          context.Context
+	op           string // "join" or "renew", for messages
 	conn         net.Conn
 	r            *bufio.Reader
+	local        net.Addr
+	ekm          []byte
 	base, apiURL string
 }
 
@@ -122,16 +140,16 @@ func (e *exchange) post(path string, body []byte, last bool, out any) error {
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Close = last
 	if err := hreq.Write(e.conn); err != nil {
-		return fmt.Errorf("join %s: %w", e.apiURL, err)
+		return fmt.Errorf("%s %s: %w", e.op, e.apiURL, err)
 	}
 	resp, err := http.ReadResponse(e.r, hreq)
 	if err != nil {
-		return fmt.Errorf("join %s: %w", e.apiURL, err)
+		return fmt.Errorf("%s %s: %w", e.op, e.apiURL, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("join %s: %w", e.apiURL, err)
+		return fmt.Errorf("%s %s: %w", e.op, e.apiURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var st struct {
@@ -141,14 +159,14 @@ func (e *exchange) post(path string, body []byte, last bool, out any) error {
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
 			msg = st.Message
 		}
-		refused := &RefusedError{URL: e.apiURL, Code: resp.StatusCode, Message: msg}
+		refused := &RefusedError{Op: e.op, URL: e.apiURL, Code: resp.StatusCode, Message: msg}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 			refused.RetryAfter = time.Duration(s) * time.Second
 		}
 		return refused
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("join %s: decode answer: %w", e.apiURL, err)
+		return fmt.Errorf("%s %s: decode answer: %w", e.op, e.apiURL, err)
 	}
 	return nil
 }
@@ -183,8 +201,9 @@ func JoinWithRetry(ctx context.Context, apiURL string, token []byte, req cluster
 	}
 }
 
-// RefusedError is a member's non-200 answer to a join.
+// RefusedError is a member's non-200 answer to a join (or a renewal).
 type RefusedError struct {
+	Op      string // "join" when empty, or "renew"
 	URL     string
 	Code    int
 	Message string
@@ -194,7 +213,11 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("join %s: %s (%d)", e.URL, e.Message, e.Code)
+	op := e.Op
+	if op == "" {
+		op = "join"
+	}
+	return fmt.Sprintf("%s %s: %s (%d)", op, e.URL, e.Message, e.Code)
 }
 
 // Retryable reports whether a join that failed with err may succeed

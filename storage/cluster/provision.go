@@ -65,6 +65,13 @@ func Provision(ctx context.Context, f Flags, dir datadir.Layout, prefix string, 
 		if st, err = restartState(st, f, paths, log); err != nil {
 			return nil, err
 		}
+		// Before etcd presents it: an expired certificate would have every
+		// peer's TLS refuse the member in ways that do not say why.
+		if err := renewIfExpired(ctx, KindMember, st.Name, certFiles{paths.CertFile, paths.KeyFile, paths.CAFile}, token,
+			renewURLs(f.Join, st.JoinedVia, memberAPIs(paths)...), log); err != nil {
+			return nil, fmt.Errorf("%w. Otherwise, to bring the device back: on another member \"leasehold cluster remove %s\"; "+
+				"here, move %s aside and start again with --join URL --cluster-token-file (docs/cluster.md, \"Certificate rotation\")", err, st.Name, paths.Dir)
+		}
 		log.Info("Restarting the cluster member from its data", "member", st.Name, "dir", paths.Dir)
 		p.Config = Config{State: st, Paths: paths, Join: true, Prefix: prefix, Token: token}
 		return p, nil
@@ -131,6 +138,7 @@ func (p *Provisioned) join(ctx context.Context, joinURL string, dir datadir.Layo
 	if err != nil {
 		return err
 	}
+	st.JoinedVia = joinURL
 	if err := p.writeFiles([]byte(resp.CACert), []byte(resp.CAKey), []byte(resp.Cert), keyPEM, st); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto"
+	"crypto/hmac"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -249,13 +250,22 @@ func pruneCredentials(ctx context.Context, c *clientv3.Client, kind, name string
 }
 
 // Renew answers a replica's (or a member's) renewal request: the
-// certificate must be one the record holds, unexpired and chained to the
-// CA, and the request signed by its key. It returns the renewal, or when
-// the certificate is not due, when it is.
+// certificate must be one the record holds, chained to the CA, and the
+// request signed by its key. It returns the renewal, or when the
+// certificate is not due, when it is.
+//
+// A certificate that expired (a device off for longer than its life)
+// renews only with a proof of the current cluster token too (rejoin.go):
+// the caller (web) has consumed req.Nonce and set req.Session. Its
+// refusals say what to do: a removed device joins again; a device whose
+// token file is older than a rotate-token starts with the current token.
 func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (clusterapi.RenewResponse, error) {
 	var out clusterapi.RenewResponse
 	if len(req.Cert) > clusterapi.MaxCSRBytes || len(req.CSR) > clusterapi.MaxCSRBytes {
 		return out, fmt.Errorf("%w: cert or csr too large", clusterapi.ErrInvalidRequest)
+	}
+	if err := req.ValidateProof(); err != nil {
+		return out, err
 	}
 	fp, cert, err := pemFingerprint([]byte(req.Cert))
 	if err != nil {
@@ -267,7 +277,7 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 	}
 	pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(csr.PublicKey) {
-		return out, fmt.Errorf("%w: the csr is not signed by the certificate's key", clusterapi.ErrInvalidRequest)
+		return out, fmt.Errorf("%w: the request is not signed by the certificate's key", clusterapi.ErrNotAdmitted)
 	}
 	caPEM, err := os.ReadFile(s.p.paths.CAFile)
 	if err != nil {
@@ -275,8 +285,16 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return out, fmt.Errorf("%w: %w (a device whose certificate expired joins again: docs/cluster.md)", clusterapi.ErrNotAdmitted, err)
+	now := time.Now()
+	expired := now.After(cert.NotAfter)
+	verify := x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+	if expired {
+		// The chain is checked as of the certificate's last valid
+		// instant: what it proves then is that this CA issued it.
+		verify.CurrentTime = cert.NotAfter
+	}
+	if _, err := cert.Verify(verify); err != nil {
+		return out, fmt.Errorf("%w: %w", clusterapi.ErrNotAdmitted, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
@@ -290,21 +308,52 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 	var cred Credential
 	credKVs, rotateKVs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 	if len(credKVs) == 0 || json.Unmarshal(credKVs[0].Value, &cred) != nil {
-		return out, fmt.Errorf("%w: the cluster does not admit this certificate (its device was removed or revoked, or it was replaced by two renewals since)", clusterapi.ErrNotAdmitted)
+		why := "its device was removed or revoked, or it was replaced by two renewals since"
+		if expired {
+			why = "its device was removed or revoked while it was off: it must join again, from an empty data directory (docs/cluster.md, \"Certificate rotation\")"
+		}
+		return out, fmt.Errorf("%w: the cluster does not admit this certificate (%s)", clusterapi.ErrNotAdmitted, why)
 	}
-	var rotateAt time.Time
-	if len(rotateKVs) > 0 {
-		rotateAt, _ = time.Parse(time.RFC3339Nano, string(rotateKVs[0].Value))
-	}
-	if due, at := renewalDue(cert, fp, cred, rotateAt, time.Now()); !due {
-		return clusterapi.RenewResponse{RenewAt: at.UTC()}, nil
+	if expired {
+		if err := s.checkRenewProof(&req, cert); err != nil {
+			return out, err
+		}
+	} else {
+		var rotateAt time.Time
+		if len(rotateKVs) > 0 {
+			rotateAt, _ = time.Parse(time.RFC3339Nano, string(rotateKVs[0].Value))
+		}
+		if due, at := renewalDue(cert, fp, cred, rotateAt, now); !due {
+			return clusterapi.RenewResponse{RenewAt: at.UTC()}, nil
+		}
 	}
 	certPEM, err := s.m.reissue(rctx, cert, cred.Kind, cred.Name)
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
 	}
-	s.m.log.Info("Renewed a certificate", "kind", cred.Kind, "name", cred.Name)
+	if expired {
+		s.m.log.Info("Renewed an expired certificate: its device proved its key and the cluster token", "kind", cred.Kind, "name", cred.Name,
+			"expired", cert.NotAfter.UTC().Format(time.RFC3339))
+	} else {
+		s.m.log.Info("Renewed a certificate", "kind", cred.Kind, "name", cred.Name)
+	}
 	return clusterapi.RenewResponse{Cert: string(certPEM), CACert: string(caPEM)}, nil
+}
+
+// checkRenewProof checks the proof of the current cluster token that an
+// expired certificate's renewal needs.
+func (s *Membership) checkRenewProof(req *clusterapi.RenewRequest, cert *x509.Certificate) error {
+	expiredAt := cert.NotAfter.UTC().Format(time.RFC3339)
+	if req.Proof == "" {
+		return fmt.Errorf("%w: the certificate expired at %s; renewing an expired certificate needs a proof of the current cluster token "+
+			"(leasehold sends one when it starts with a certificate that expired: upgrade the device)", clusterapi.ErrNotAdmitted, expiredAt)
+	}
+	if !hmac.Equal([]byte(req.Proof), []byte(clusterapi.RenewProof(s.Token(), req.Session, req))) {
+		return fmt.Errorf("%w: the certificate expired at %s, and the cluster token the device proved is not the cluster's current one "+
+			"(rotated while it was off, by rotate-token or a removal): start it with --cluster-token-file FILE holding the current token "+
+			"(a running member's cluster/token)", clusterapi.ErrNotAdmitted, expiredAt)
+	}
+	return nil
 }
 
 // RotateCerts asks every member and replica to renew its certificate
@@ -369,7 +418,7 @@ func (s *Membership) Certificates() []clusterapi.Certificate {
 			if left := c.NotAfter.Sub(now); left < warnWithin(notBefore, c.NotAfter) {
 				c.Warning = fmt.Sprintf("expires in %s: its holder has not renewed it (off, or renewals fail: see its log)", left.Round(time.Second))
 				if left <= 0 {
-					c.Warning = "expired: the device must join again (docs/cluster.md)"
+					c.Warning = "expired: its device renews it with the cluster token when it starts again (docs/cluster.md)"
 				}
 			}
 		}

@@ -167,8 +167,8 @@ func TestRotateCertsRenewsMemberAndReplica(t *testing.T) {
 
 	// Refusals.
 	other, _, _ := pki.GenerateKey()
-	if _, err := ms.Renew(ctx, renewReq([]byte(resp.Cert), other)); !errors.Is(err, clusterapi.ErrInvalidRequest) {
-		t.Errorf("a request signed by another key: %v, want ErrInvalidRequest", err)
+	if _, err := ms.Renew(ctx, renewReq([]byte(resp.Cert), other)); !errors.Is(err, clusterapi.ErrNotAdmitted) {
+		t.Errorf("a request signed by another key: %v, want ErrNotAdmitted (it proves no possession)", err)
 	}
 	minted, mintedKeyPEM, _ := ca.IssueLongLivedClient("r1", nil)
 	if _, err := ms.Renew(ctx, renewReq(minted, parseKey(t, mintedKeyPEM))); !errors.Is(err, clusterapi.ErrNotAdmitted) {

@@ -46,6 +46,17 @@ func PrepareReplica(ctx context.Context, f Flags, files datadir.ReplicaFiles, lo
 	switch {
 	case err == nil:
 		log.Info("Restarting the replica from its data", "replica", st.Name, "endpoints", strings.Join(st.Endpoints, ","))
+		// The token is not stored (a replica admits nobody): a replica
+		// whose certificate expired while it was off is given it.
+		token, err := f.givenToken()
+		if err != nil {
+			return Replica{}, err
+		}
+		if err := renewIfExpired(ctx, KindReplica, st.Name, certFiles{files.CertFile, files.KeyFile, files.CAFile}, []byte(token),
+			renewURLs(f.Join, st.JoinedVia), log); err != nil {
+			return Replica{}, fmt.Errorf("%w. Otherwise, to bring the replica back: on a member \"leasehold cluster revoke %s\"; "+
+				"here, move %s aside and start again with --replica --join URL --cluster-token-file (docs/cluster.md, \"Certificate rotation\")", err, st.Name, files.Dir)
+		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return Replica{}, err
 	case f.Join == "":

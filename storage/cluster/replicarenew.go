@@ -93,7 +93,7 @@ func renewReplicaOnce(ctx context.Context, hc *http.Client, r Replica, cert *x50
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &RefusedError{URL: r.JoinedVia, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
+		return &RefusedError{Op: "renew", URL: r.JoinedVia, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
 	}
 	var out clusterapi.RenewResponse
 	if err := json.Unmarshal(data, &out); err != nil {

@@ -22,6 +22,10 @@ type State struct {
 	ListenClient    string `json:"listenClient"`
 	AdvertisePeer   string `json:"advertisePeer"`
 	AdvertiseClient string `json:"advertiseClient"`
+	// JoinedVia is the member's API URL this one joined through ("" for a
+	// cluster's first member): a start whose certificate expired while
+	// the device was off renews it there (rejoin.go).
+	JoinedVia string `json:"joinedVia,omitempty"`
 	// Import, when set, is the single-device database this member's new
 	// cluster takes its records from (--cluster-init on a data directory
 	// holding one). Done is set once the records are in etcd's data and

@@ -77,9 +77,10 @@ func TestServeWaitsForTheClock(t *testing.T) {
 }
 
 // TestMemberWithExpiredCertificate: a cluster member whose certificate
-// expired while the device was off refuses to start, naming the
-// certificate and the way back, instead of failing its peers' TLS
-// handshakes.
+// expired while the device was off, and that knows no other member to
+// renew it through (a lone member; TestClusterRejoinAfterExpiry has one
+// that does), refuses to start, naming the certificate and the way back,
+// instead of failing its peers' TLS handshakes.
 func TestMemberWithExpiredCertificate(t *testing.T) {
 	t.Parallel()
 	ports := freeLoopbackPorts(t, 2)

@@ -371,6 +371,7 @@ func TestClusterJoinOverTLS(t *testing.T) {
 	t.Parallel()
 	ports := freeLoopbackPorts(t, 2)
 	m1 := &clusterMember{name: "m1", dataDir: t.TempDir(), args: []string{"--cluster-init", "--member-name", "m1", "--tls-auto",
+		"--cluster-cert-validity", "10s", // r-tls's certificate expires within the test
 		"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}}
 	m1.start(t)
 	t.Cleanup(func() {
@@ -419,5 +420,33 @@ func TestClusterJoinOverTLS(t *testing.T) {
 	body, _ = json.Marshal(spliced)
 	if a := s3.post(clusterapi.JoinPath, body); a.code != http.StatusUnauthorized || !strings.Contains(a.message(), "proof does not verify") {
 		t.Errorf("the captured proof with a fresh nonce on another session: %d %s, want 401", a.code, a.message())
+	}
+
+	// The renewal of an expired certificate (a device back after its
+	// validity) proves the token the same way: renewed on its session;
+	// its proof with another session's fresh nonce is refused (403).
+	expiry, err := pki.ParseCertificate([]byte(resp.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(expiry.NotAfter) + time.Second)
+	r1 := openTLSSession(t, hostPort)
+	rcsr, _ := pki.CreateCSR(key, "r-tls", nil)
+	renew := clusterapi.RenewRequest{Cert: resp.Cert, CSR: string(rcsr), Nonce: r1.nonce()}
+	renew.Proof = clusterapi.RenewProof(token, r1.ekm, &renew)
+	body, _ = json.Marshal(renew)
+	a := r1.post(clusterapi.RenewPath, body)
+	var renewed clusterapi.RenewResponse
+	if err := json.Unmarshal(a.body, &renewed); a.code != http.StatusOK || err != nil || renewed.Cert == "" {
+		t.Fatalf("the renewal of an expired certificate over TLS: %d %s", a.code, a.message())
+	}
+	if err := pki.CheckIssued([]byte(renewed.Cert), []byte(resp.CACert), key, "r-tls"); err != nil {
+		t.Errorf("the renewed certificate: %v", err)
+	}
+	r2 := openTLSSession(t, hostPort)
+	renew.Nonce = r2.nonce()
+	body, _ = json.Marshal(renew)
+	if a := r2.post(clusterapi.RenewPath, body); a.code != http.StatusForbidden || !strings.Contains(a.message(), "cluster token") {
+		t.Errorf("the renewal's proof with a fresh nonce on another session: %d %s, want 403", a.code, a.message())
 	}
 }

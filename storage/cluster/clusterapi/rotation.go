@@ -1,6 +1,9 @@
 package clusterapi
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -21,14 +24,62 @@ const (
 )
 
 // ErrNotAdmitted refuses a renewal whose certificate the cluster does not
-// (or no longer) admit, or that has expired (403).
+// (or no longer) admit, whose request its key did not sign, or that has
+// expired without a valid proof of the current cluster token (403).
 var ErrNotAdmitted = errors.New("certificate not admitted")
 
 // RenewRequest is POST RenewPath: the holder's certificate and a
 // certificate request for the same key, signed by it.
+//
+// A certificate that expired (its device was off for longer than its
+// life) renews only with a proof of the current cluster token as well,
+// made as the join's (Nonce from POST JoinNoncePath on the same
+// connection, Proof is RenewProof): the key alone could have been copied
+// off a device the operator no longer trusts but forgot to remove, and
+// the token is what admits a device.
 type RenewRequest struct {
-	Cert string `json:"cert"`
-	CSR  string `json:"csr"`
+	Cert  string `json:"cert"`
+	CSR   string `json:"csr"`
+	Nonce string `json:"nonce,omitempty"`
+	Proof string `json:"proof,omitempty"`
+	// Session is the keying material of the TLS session the request came
+	// on (empty on loopback without TLS), which the proof covers: the
+	// server sets it, it never crosses the wire.
+	Session []byte `json:"-"`
+}
+
+// RenewProofLabel labels the renewal's proof: it never verifies as a
+// join's, nor the reverse.
+const RenewProofLabel = "leasehold cluster renew v1: holder"
+
+// RenewProof is the proof of an expired certificate's holder that it
+// knows token: an HMAC-SHA256 under it over RenewProofLabel, the
+// session's exported keying material and every field of req but the
+// proof, so that it is worth one request, on one session, once.
+func RenewProof(token, ekm []byte, req *RenewRequest) string {
+	mac := hmac.New(sha256.New, token)
+	writeField(mac, RenewProofLabel)
+	writeField(mac, string(ekm))
+	for _, f := range []string{req.Cert, req.CSR, req.Nonce} {
+		writeField(mac, f)
+	}
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// ValidateProof checks the shape of the request's nonce and proof: both
+// empty, or a nonce as POST JoinNoncePath answers it and a proof of
+// sha256.Size hex bytes.
+func (r *RenewRequest) ValidateProof() error {
+	if r.Nonce == "" && r.Proof == "" {
+		return nil
+	}
+	if len(r.Nonce) != 2*NonceBytes || !isHex(r.Nonce) {
+		return bad("nonce", "must be the hex digits answered by POST "+JoinNoncePath)
+	}
+	if len(r.Proof) != 2*sha256.Size || !isHex(r.Proof) {
+		return bad("proof", "must be 64 hex digits")
+	}
+	return nil
 }
 
 // RenewResponse answers a RenewRequest: a renewed certificate (Cert) with
