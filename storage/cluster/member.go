@@ -111,6 +111,9 @@ type Member struct {
 	// renewNow wakes the certificate renewal (renew.go) when a rotation
 	// asks every certificate to renew.
 	renewNow chan struct{}
+	// caMu serializes syncCA: the renewal loop, a renewal or an admission
+	// asked over the API may each bring the CA files up to the record.
+	caMu sync.Mutex
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
