@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,10 +154,54 @@ func (g *gate) caRecordNow() *caRecord {
 }
 
 // reissueDue reports whether a certificate issued by CA issuer must
-// renew for the rotation under way.
+// renew for the last rotation: during it, and after it for a device that
+// missed its renewal's answer.
 func (g *gate) reissueDue(issuer string) bool {
 	rec := g.caRecordNow()
-	return rec != nil && rec.Phase == clusterapi.CAPhaseReissue && issuer != rec.newID
+	return rec != nil && issuer != rec.newID
+}
+
+// healOwnCert re-signs the member's certificate, for its own key, with
+// the CA it holds when its trust file no longer verifies it: a member
+// that stopped after its renewal under a new CA was recorded but before
+// it wrote the file, and restarts after the rotation finished, would
+// otherwise present a certificate of the CA its own trust dropped (its
+// own clients would refuse its server). The record admits the result by
+// its key, which the recorded renewal holds; its next renewal records
+// one. Start calls it before etcd starts.
+func healOwnCert(p Paths, validity time.Duration, log *slog.Logger) error {
+	certPEM, err := os.ReadFile(p.CertFile)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	trust, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
+	if pki.VerifyChain(certPEM, trust) == nil {
+		return nil
+	}
+	ca, err := loadCA(p)
+	if err != nil {
+		return err
+	}
+	cert, err := pki.ParseCertificate(certPEM)
+	if err != nil {
+		return fmt.Errorf("cluster: %s: %w", p.CertFile, err)
+	}
+	if validity <= 0 {
+		validity = pki.DefaultCertValidity
+	}
+	renewed, err := ca.Resign(cert, validity)
+	if err != nil {
+		return err
+	}
+	if err := WriteFile(p.CertFile, renewed, 0o644); err != nil {
+		return err
+	}
+	log.Warn("The member's certificate was not its trusted CA's (a CA rotation finished while its renewal was unwritten): re-signed it for its own key",
+		"ca", pki.KeyID(ca.Cert))
+	return nil
 }
 
 // syncCA makes the member's CA files follow the rotation in the record
@@ -344,7 +389,10 @@ func (s *Membership) RotateCA(ctx context.Context, req clusterapi.RotateCAReques
 
 // finishCA ends the rotation rec (at ModRevision rev) when every device
 // holds a certificate of the new CA: one write records the phase done,
-// without the sealed key, and deletes the old CA's certificates.
+// without the sealed key. The old CA's certificates stay in the record
+// until their devices' next renewals drop them (renewKeep): a device
+// that crashed between its renewal's record and its file, or never got
+// the answer, still renews with the old one (Renew, renewMember).
 func (s *Membership) finishCA(ctx context.Context, rec *caRecord, rev int64) (clusterapi.CAStatus, error) {
 	c := s.m.client
 	resp, err := c.Get(clientv3.WithRequireLeader(ctx), credentialsPrefix, clientv3.WithPrefix())
@@ -352,15 +400,10 @@ func (s *Membership) finishCA(ctx context.Context, rec *caRecord, rev int64) (cl
 		return clusterapi.CAStatus{}, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
 	}
 	creds := map[string]Credential{}
-	var old []string
 	for _, kv := range resp.Kvs {
 		var cred Credential
 		if json.Unmarshal(kv.Value, &cred) == nil {
-			fp := strings.TrimPrefix(string(kv.Key), credentialsPrefix)
-			creds[fp] = cred
-			if cred.CA != rec.newID {
-				old = append(old, string(kv.Key))
-			}
+			creds[strings.TrimPrefix(string(kv.Key), credentialsPrefix)] = cred
 		}
 	}
 	if lag := lagging(creds, rec.newID); len(lag) > 0 {
@@ -370,18 +413,15 @@ func (s *Membership) finishCA(ctx context.Context, rec *caRecord, rev int64) (cl
 	done := *rec
 	done.Phase, done.Finished, done.SealedKey = clusterapi.CAPhaseDone, time.Now().UTC(), ""
 	data, _ := json.Marshal(done)
-	ops := []clientv3.Op{clientv3.OpPut(caKey, string(data))}
-	for _, k := range old {
-		ops = append(ops, clientv3.OpDelete(k))
-	}
-	tx, err := c.Txn(clientv3.WithRequireLeader(ctx)).If(clientv3.Compare(clientv3.ModRevision(caKey), "=", rev)).Then(ops...).Commit()
+	tx, err := c.Txn(clientv3.WithRequireLeader(ctx)).If(clientv3.Compare(clientv3.ModRevision(caKey), "=", rev)).
+		Then(clientv3.OpPut(caKey, string(data))).Commit()
 	if err != nil {
 		return clusterapi.CAStatus{}, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
 	}
 	if !tx.Succeeded {
 		return clusterapi.CAStatus{}, fmt.Errorf("%w: another rotate-ca changed the rotation meanwhile", clusterapi.ErrTryAgain)
 	}
-	s.m.log.Info("CA rotation finished: the old CA is dropped from every member's trust", "ca", rec.newID, "old_certificates", len(old))
+	s.m.log.Info("CA rotation finished: the old CA is dropped from every member's trust", "ca", rec.newID)
 	st := s.CAStatus()
 	st.Phase, st.Finished, st.Old, st.Lagging = clusterapi.CAPhaseDone, done.Finished, nil, nil
 	return st, nil

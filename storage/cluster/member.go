@@ -153,6 +153,11 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err := checkPrefix(cfg.Prefix); err != nil {
 		return nil, err
 	}
+	if !cfg.scratch {
+		if err := healOwnCert(cfg.Paths, cfg.CertValidity, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	self, err := fileFingerprint(cfg.Paths.CertFile)
 	if err != nil {
 		return nil, err

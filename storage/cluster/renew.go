@@ -278,6 +278,12 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
+	// After a CA rotation, a device that never got its renewal's answer
+	// still holds a certificate of the old CA, which the record admits
+	// until its next renewal: it renews with it.
+	if rec := s.m.gate.caRecordNow(); rec != nil && rec.Phase == clusterapi.CAPhaseDone {
+		pool.AppendCertsFromPEM([]byte(rec.Old))
+	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return out, fmt.Errorf("%w: %w (a device whose certificate expired joins again: docs/cluster.md)", clusterapi.ErrNotAdmitted, err)
 	}

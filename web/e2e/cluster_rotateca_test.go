@@ -130,9 +130,47 @@ func TestClusterRotateCA(t *testing.T) {
 		}
 	}
 
+	// A member off during a rotation: the rotation cannot finish without
+	// it and says so; once it starts again (with the CA it knew, the
+	// first rotation's, which the others' certificates still chain to
+	// through their cross-certificates) it renews by itself, and
+	// rotate-ca resumes and finishes. This second rotation also carries
+	// the first one's cross-certificate in its chain.
+	firstKeyPEM, err := os.ReadFile(filepath.Join(pkiDir(members[0]), "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, ok := members[2].ts.proc.stop(30 * time.Second); !ok {
+		t.Fatalf("m3 did not stop (code %d)", code)
+	}
+	code, out, errOut = runCLI(t, "cluster", "rotate-ca", "--timeout", "8s", "--kubeconfig", members[0].ts.Kubeconfig)
+	if code == 0 || !strings.Contains(errOut, "member m3") || strings.Contains(errOut, "member m1") {
+		t.Fatalf("rotate-ca with m3 off: exit %d, want a failure naming m3 alone among the members:\n%s%s", code, out, errOut)
+	}
+	t.Logf("rotate-ca with m3 off:\n%s%s", out, errOut)
+	members[2].start(t)
+	started = time.Now()
+	code, out, errOut = runCLI(t, "cluster", "rotate-ca", "--timeout", "90s", "--kubeconfig", members[1].ts.Kubeconfig)
+	if code != 0 || !strings.Contains(out, "resuming the CA rotation") || !strings.Contains(out, "the CA rotation is done") {
+		t.Fatalf("rotate-ca after m3 came back: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("rotate-ca resumed once m3 was back, in %s:\n%s", time.Since(started).Round(time.Millisecond), out)
+	if newCAPEM, err = os.ReadFile(filepath.Join(pkiDir(members[0]), "ca.crt")); err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := pki.ParseCertificate(newCAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newID = pki.KeyID(newCA)
+	eventually(t, 30*time.Second, "the replica's trust file holds the second rotation's CA only", func() (bool, string) {
+		data, err := os.ReadFile(filepath.Join(replicaFiles, "ca.crt"))
+		return err == nil && bytes.Equal(data, newCAPEM), string(data)
+	})
+
 	// Every device's certificate chains to the new CA alone; every
-	// member signs with it and trusts it only; the old CA's key is in no
-	// file of any member's data directory.
+	// member signs with it and trusts it only; neither earlier CA's key
+	// is in any file of any member's data directory, or in its log.
 	certFiles := []string{filepath.Join(replicaFiles, "client.crt")}
 	for _, m := range members {
 		dir := pkiDir(m)
@@ -150,18 +188,20 @@ func TestClusterRotateCA(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, "ca.key")); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s's CA key file: %v, mode %v, want 0600", m.name, err, fi.Mode().Perm())
 		}
-		oldKeyBody := oldKeyPEM[bytes.IndexByte(oldKeyPEM, '\n')+1 : bytes.LastIndex(oldKeyPEM, []byte("-----END"))]
-		_ = filepath.WalkDir(m.dataDir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
+		for _, keyPEM := range [][]byte{oldKeyPEM, firstKeyPEM} {
+			body := bytes.TrimSpace(keyPEM[bytes.IndexByte(keyPEM, '\n')+1 : bytes.LastIndex(keyPEM, []byte("-----END"))])
+			_ = filepath.WalkDir(m.dataDir, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				if data, err := os.ReadFile(path); err == nil && bytes.Contains(data, body) {
+					t.Errorf("an earlier CA's key is still in %s", path)
+				}
+				return nil
+			})
+			if strings.Contains(m.ts.Log(), string(body)) {
+				t.Errorf("%s's log holds an earlier CA's key", m.name)
 			}
-			if data, err := os.ReadFile(path); err == nil && bytes.Contains(data, bytes.TrimSpace(oldKeyBody)) {
-				t.Errorf("the old CA's key is still in %s", path)
-			}
-			return nil
-		})
-		if strings.Contains(m.ts.Log(), strings.TrimSpace(string(oldKeyBody))) {
-			t.Errorf("%s's log holds the old CA's key", m.name)
 		}
 	}
 	for _, f := range certFiles {
