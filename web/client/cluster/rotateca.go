@@ -53,7 +53,12 @@ func rotateCA(ctx context.Context, c *lease.Client, stdout, stderr io.Writer) in
 		for {
 			st, err = GetStatus(ctx, c)
 			if err == nil && st.CA != nil {
-				waiting = append(slices.Clone(st.CA.Lagging), untrusting(st)...)
+				waiting = slices.Clone(st.CA.Lagging)
+				for _, u := range untrusting(st) {
+					if !slices.Contains(waiting, "member "+u) {
+						waiting = append(waiting, "member "+u+" (does not trust the new CA yet)")
+					}
+				}
 				if len(waiting) == 0 {
 					var done clusterapi.CAStatus
 					err = c.Do(ctx, http.MethodPost, clusterapi.RotateCAPath, clusterapi.RotateCARequest{Finish: true}, &done)
@@ -95,12 +100,12 @@ func rotateCA(ctx context.Context, c *lease.Client, stdout, stderr io.Writer) in
 }
 
 // untrusting names the members that have not applied the rotation under
-// way yet ("member m3 (trust)").
+// way yet.
 func untrusting(st clusterapi.Status) []string {
 	var out []string
 	for _, m := range st.CA.Members {
 		if m.Phase != clusterapi.CAPhaseReissue || !slices.Contains(m.Trusts, st.CA.Current.ID) {
-			out = append(out, "member "+m.Name+" (does not trust the new CA yet)")
+			out = append(out, m.Name)
 		}
 	}
 	return out
