@@ -143,7 +143,7 @@ func TestClusterRotateCA(t *testing.T) {
 	if code, ok := members[2].ts.proc.stop(30 * time.Second); !ok {
 		t.Fatalf("m3 did not stop (code %d)", code)
 	}
-	code, out, errOut = runCLI(t, "cluster", "rotate-ca", "--timeout", "8s", "--kubeconfig", members[0].ts.Kubeconfig)
+	code, out, errOut = runCLI(t, "cluster", "rotate-ca", "--timeout", "6s", "--kubeconfig", members[0].ts.Kubeconfig)
 	if code == 0 || !strings.Contains(errOut, "member m3") || strings.Contains(errOut, "member m1") {
 		t.Fatalf("rotate-ca with m3 off: exit %d, want a failure naming m3 alone among the members:\n%s%s", code, out, errOut)
 	}
