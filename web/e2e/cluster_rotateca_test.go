@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasehold/leasehold/internal/pki"
@@ -243,4 +244,32 @@ func TestClusterRotateCA(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "CA rotation: done") || !strings.Contains(out, newID[:12]) {
 		t.Errorf("cluster status does not show the rotated CA %s:\n%s", newID[:12], out)
 	}
+	checkCASystemPage(t, members[1], newID[:12])
+}
+
+// checkCASystemPage opens m's system page in Chromium: its cluster
+// section shows the CA id and that it was rotated, and each
+// certificate's CA.
+func checkCASystemPage(t *testing.T, m *clusterMember, id string) {
+	t.Helper()
+	chromium := testneeds.Chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(m.ts.URL+"/ui/#/system")); err != nil {
+		t.Fatalf("open the system page: %v", err)
+	}
+	eventually(t, 30*time.Second, "the system page shows the rotated cluster CA", func() (bool, string) {
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById('cluster') || {}).innerText || ''`))
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(text, "Cluster CA") && strings.Contains(text, "rotated at") && strings.Count(text, id) >= 5, text
+	})
 }
