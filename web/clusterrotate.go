@@ -21,6 +21,9 @@ type ClusterRotation interface {
 	Renew(ctx context.Context, req clusterapi.RenewRequest) (clusterapi.RenewResponse, error)
 	RotateCerts(ctx context.Context) (clusterapi.RotateCertsResponse, error)
 	RotateToken(ctx context.Context) error
+	// RotateCA starts, resumes or finishes a CA rotation;
+	// clusterapi.ErrRotationPending answers 409.
+	RotateCA(ctx context.Context, req clusterapi.RotateCARequest) (clusterapi.CAStatus, error)
 	// Certificates lists the newest certificate of every member and
 	// replica (the expiry metric); CertificatesNote is /readyz's
 	// warning while one nears its expiry.
@@ -31,7 +34,7 @@ type ClusterRotation interface {
 // serveClusterRotation answers the rotation endpoints; it reports false
 // for another path.
 func (s *Server) serveClusterRotation(ctx context.Context, rc *fasthttp.RequestCtx, p string) bool {
-	if p != clusterapi.RenewPath && p != clusterapi.RotateCertsPath && p != clusterapi.RotateTokenPath {
+	if p != clusterapi.RenewPath && p != clusterapi.RotateCertsPath && p != clusterapi.RotateTokenPath && p != clusterapi.RotateCAPath {
 		return false
 	}
 	r, ok := s.cluster.(ClusterRotation)
@@ -53,6 +56,15 @@ func (s *Server) serveClusterRotation(ctx context.Context, rc *fasthttp.RequestC
 	case clusterapi.RotateTokenPath:
 		err = r.RotateToken(ctx)
 		out = map[string]string{"rotated": "token"}
+	case clusterapi.RotateCAPath:
+		var req clusterapi.RotateCARequest
+		if body := rc.PostBody(); len(body) > 0 {
+			if jerr := json.Unmarshal(body, &req); jerr != nil {
+				err = errors.Join(clusterapi.ErrInvalidRequest, errors.New("the body is not a JSON rotate-ca request"))
+				break
+			}
+		}
+		out, err = r.RotateCA(ctx, req)
 	}
 	switch {
 	case err == nil:
@@ -62,6 +74,8 @@ func (s *Server) serveClusterRotation(ctx context.Context, rc *fasthttp.RequestC
 	case errors.Is(err, clusterapi.ErrNotAdmitted):
 		s.joinRefused(rc, "renewal of a certificate not admitted", "")
 		s.api.WriteError(rc, apierrors.NewForbidden(membersResource, "", err))
+	case errors.Is(err, clusterapi.ErrRotationPending):
+		s.api.WriteError(rc, apierrors.NewConflict(membersResource, "ca", err))
 	case errors.Is(err, clusterapi.ErrTryAgain):
 		s.api.WriteError(rc, tryAgain(err))
 	default:

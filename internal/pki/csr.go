@@ -121,24 +121,33 @@ func (a *Authority) sign(tmpl *x509.Certificate, validity time.Duration, pub cry
 	if tmpl.NotAfter.After(a.Cert.NotAfter) {
 		tmpl.NotAfter = a.Cert.NotAfter
 	}
+	// Nor past a certificate of its chain: a verifier that reaches the
+	// CA through a cross-certificate needs it valid too.
+	chain, err := ParseCertificates(a.Chain)
+	if err != nil {
+		return nil, fmt.Errorf("pki: the CA's chain: %w", err)
+	}
+	for _, c := range chain {
+		if tmpl.NotAfter.After(c.NotAfter) {
+			tmpl.NotAfter = c.NotAfter
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Cert, pub, a.Key)
 	if err != nil {
 		return nil, fmt.Errorf("pki: create certificate: %w", err)
 	}
-	return encodeCert(der), nil
+	return append(encodeCert(der), a.Chain...), nil
 }
 
 // CheckIssued checks that certPEM is a certificate for key's public half,
-// with commonName, signed by the CA of caPEM: what a joiner checks of the
-// certificate it was handed before it keeps it.
+// with commonName, chained (through the certificates that follow it in
+// certPEM, a CA rotation's cross-certificates) to a CA of caPEM: what a
+// joiner checks of the certificate it was handed before it keeps it, and
+// a replica of its renewal.
 func CheckIssued(certPEM, caPEM []byte, key crypto.Signer, commonName string) error {
 	cert, err := parseCert(certPEM)
 	if err != nil {
 		return err
-	}
-	ca, err := parseCert(caPEM)
-	if err != nil {
-		return fmt.Errorf("pki: CA: %w", err)
 	}
 	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(cert.PublicKey) {
@@ -147,7 +156,7 @@ func CheckIssued(certPEM, caPEM []byte, key crypto.Signer, commonName string) er
 	if cert.Subject.CommonName != commonName {
 		return fmt.Errorf("pki: the certificate is for %q, not %q", cert.Subject.CommonName, commonName)
 	}
-	if err := cert.CheckSignatureFrom(ca); err != nil {
+	if err := VerifyChain(certPEM, caPEM); err != nil {
 		return fmt.Errorf("pki: the certificate is not signed by the CA: %w", err)
 	}
 	return nil

@@ -38,6 +38,10 @@ type Authority struct {
 	Key     crypto.Signer
 	CertPEM []byte
 	KeyPEM  []byte
+	// Chain is appended to every certificate it issues (PEM): the
+	// cross-certificates of a CA rotation (ca.go), by which a TLS end
+	// that still trusts only an older CA verifies them.
+	Chain []byte
 }
 
 // NewAuthority creates a self-signed CA.
@@ -95,6 +99,12 @@ func ParseAuthority(certPEM, keyPEM []byte) (*Authority, error) {
 	signer, ok := k.(crypto.Signer)
 	if !ok {
 		return nil, errors.New("pki: the CA key cannot sign")
+	}
+	// A certificate and a key written apart (a CA rotation replaces both
+	// files) must be one pair: signing with another key makes
+	// certificates nobody verifies.
+	if pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("pki: the CA key is not the CA certificate's")
 	}
 	return &Authority{Cert: cert, Key: signer, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }

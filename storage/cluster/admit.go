@@ -54,6 +54,8 @@ func (s *Membership) Status(ctx context.Context) (clusterapi.Status, error) {
 	st.SlowLeader = s.m.Slow()
 	st.QuorumRoundTripMs = s.m.QuorumRoundTrip().Milliseconds()
 	st.Certificates = s.Certificates()
+	ca := s.CAStatus()
+	st.CA = &ca
 	s.m.gate.mu.RLock()
 	st.RotateCertsRequestedAt = s.m.gate.rotateAt
 	s.m.gate.mu.RUnlock()
@@ -190,18 +192,22 @@ func (s *Membership) admitReplica(ctx context.Context, name string, pub crypto.P
 		ClientURLs: s.m.ClientURLs(), EtcdPrefix: s.p.prefix}, nil
 }
 
-// authority loads the cluster CA every member keeps.
+// authority loads the cluster CA every member keeps (with its chain,
+// after a CA rotation the record holds: carotate.go), its trust file
+// and its key.
 func (s *Membership) authority() (*pki.Authority, []byte, []byte, error) {
+	if err := s.m.syncCA(); err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err := loadCA(s.p.paths)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	caCert, err := os.ReadFile(s.p.paths.CAFile)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cluster CA: %w", err)
 	}
-	caKey, err := os.ReadFile(s.p.paths.CAKeyFile)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cluster CA key: %w", err)
-	}
-	ca, err := pki.ParseAuthority(caCert, caKey)
-	return ca, caCert, caKey, err
+	return ca, caCert, ca.KeyPEM, nil
 }
 
 // GeneratedToken is the file of the cluster token this start generated

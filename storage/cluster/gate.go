@@ -55,6 +55,10 @@ type gate struct {
 	// rotateAt is the last rotate-certs' time: certificates issued
 	// before it renew.
 	rotateAt time.Time
+	// ca is the last CA rotation (carotate.go), nil when none; caAcks
+	// what each member applied of it, by name.
+	ca     *caRecord
+	caAcks map[string]caAck
 	// gone are the fingerprints whose credentials were deleted: their
 	// streams end at their next message.
 	gone map[string]bool
@@ -68,7 +72,7 @@ type gate struct {
 
 func newGate(prefix, self, file string, log *slog.Logger, onToken func([]byte)) *gate {
 	g := &gate{prefix: []byte(prefix), prefixEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)), self: self, log: log, file: file,
-		onToken: onToken, creds: map[string]Credential{}, gone: map[string]bool{}, streams: map[string]map[*context.CancelFunc]struct{}{}}
+		onToken: onToken, creds: map[string]Credential{}, caAcks: map[string]caAck{}, gone: map[string]bool{}, streams: map[string]map[*context.CancelFunc]struct{}{}}
 	if data, err := os.ReadFile(file); err == nil {
 		var kept keptRecord
 		if err := json.Unmarshal(data, &kept); err == nil && kept.Credentials != nil {
@@ -418,9 +422,23 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	}
 	creds, enforce := map[string]Credential{}, false
 	var token, rotate []byte
+	var ca *caRecord
+	acks := map[string]caAck{}
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		switch {
+		case k == caKey:
+			rec, err := parseCARecord(kv.Value)
+			if err != nil {
+				g.log.Warn("An unreadable CA rotation in the cluster's record is ignored", "err", err)
+				continue
+			}
+			ca = rec
+		case strings.HasPrefix(k, caMembersPrefix):
+			var a caAck
+			if json.Unmarshal(kv.Value, &a) == nil {
+				acks[strings.TrimPrefix(k, caMembersPrefix)] = a
+			}
 		case strings.HasPrefix(k, credentialsPrefix):
 			var cred Credential
 			if err := json.Unmarshal(kv.Value, &cred); err != nil {
@@ -439,6 +457,8 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	g.mu.Lock()
 	old := g.creds
 	g.creds, g.enforce, g.loaded, g.fromFile = creds, enforce, true, false
+	caChanged := ca != nil && (g.ca == nil || g.ca.Phase != ca.Phase || !g.ca.Started.Equal(ca.Started))
+	g.ca, g.caAcks = ca, acks
 	var dropped []string
 	for fp, c := range old {
 		if _, ok := creds[fp]; !ok && enforce {
@@ -465,6 +485,9 @@ func (g *gate) load(ctx context.Context, c *clientv3.Client) (int64, error) {
 	}
 	if rotate != nil {
 		g.apply([]byte(rotateKey), rotate, false)
+	}
+	if caChanged && g.onRotate != nil {
+		g.onRotate()
 	}
 	return resp.Header.Revision, nil
 }
@@ -513,6 +536,30 @@ func (g *gate) apply(key, value []byte, deleted bool) {
 	case k == enforceKey:
 		g.mu.Lock()
 		g.enforce = !deleted
+		g.mu.Unlock()
+	case k == caKey && !deleted:
+		rec, err := parseCARecord(value)
+		if err != nil {
+			g.log.Warn("An unreadable CA rotation in the cluster's record is ignored", "err", err)
+			return
+		}
+		g.mu.Lock()
+		g.ca = rec
+		g.mu.Unlock()
+		// The member's files follow it, then its certificate
+		// (renewMember).
+		if g.onRotate != nil {
+			g.onRotate()
+		}
+	case strings.HasPrefix(k, caMembersPrefix):
+		name := strings.TrimPrefix(k, caMembersPrefix)
+		var a caAck
+		g.mu.Lock()
+		if deleted || json.Unmarshal(value, &a) != nil {
+			delete(g.caAcks, name)
+		} else {
+			g.caAcks[name] = a
+		}
 		g.mu.Unlock()
 	case k == rotateKey && !deleted:
 		at, err := time.Parse(time.RFC3339Nano, string(value))

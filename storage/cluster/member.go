@@ -111,6 +111,9 @@ type Member struct {
 	// renewNow wakes the certificate renewal (renew.go) when a rotation
 	// asks every certificate to renew.
 	renewNow chan struct{}
+	// caMu serializes syncCA: the renewal loop, a renewal or an admission
+	// asked over the API may each bring the CA files up to the record.
+	caMu sync.Mutex
 }
 
 // initialClusterToken prefixes the token etcd derives the cluster's and
@@ -149,6 +152,11 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	if err := checkPrefix(cfg.Prefix); err != nil {
 		return nil, err
+	}
+	if !cfg.scratch {
+		if err := healOwnCert(cfg.Paths, cfg.CertValidity, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	self, err := fileFingerprint(cfg.Paths.CertFile)
 	if err != nil {

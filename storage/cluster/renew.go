@@ -116,7 +116,8 @@ func readCert(file string) (*x509.Certificate, string, error) {
 }
 
 // renewMember is the member's renewal loop (one of its background
-// goroutines).
+// goroutines). It also brings the member's CA files up to a CA rotation
+// (carotate.go) whenever the record changes.
 func (m *Member) renewMember() {
 	var retry time.Duration
 	for {
@@ -127,6 +128,9 @@ func (m *Member) renewMember() {
 			cred, rotateAt := m.gate.creds[fp], m.gate.rotateAt
 			m.gate.mu.RUnlock()
 			_, at := renewalDue(cert, fp, cred, rotateAt, time.Now())
+			if m.gate.reissueDue(pki.IssuerID(cert)) {
+				at = time.Now()
+			}
 			wait = min(wait, max(0, time.Until(at)))
 		}
 		if retry > 0 {
@@ -139,7 +143,10 @@ func (m *Member) renewMember() {
 		case <-time.After(wait):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+renewSettle)
-		err = m.renewOwn(ctx)
+		err = m.followCA(ctx)
+		if err == nil {
+			err = m.renewOwn(ctx)
+		}
 		cancel()
 		if err != nil {
 			retry = time.Minute
@@ -162,7 +169,7 @@ func (m *Member) renewOwn(ctx context.Context) error {
 	m.gate.mu.RLock()
 	cred, rotateAt := m.gate.creds[fp], m.gate.rotateAt
 	m.gate.mu.RUnlock()
-	if due, _ := renewalDue(cert, fp, cred, rotateAt, time.Now()); !due {
+	if due, _ := renewalDue(cert, fp, cred, rotateAt, time.Now()); !due && !m.gate.reissueDue(pki.IssuerID(cert)) {
 		return nil
 	}
 	certPEM, err := m.reissue(ctx, cert, KindMember, m.cfg.Name)
@@ -178,7 +185,7 @@ func (m *Member) renewOwn(ctx context.Context) error {
 		return err
 	}
 	if renewed, err := pki.ParseCertificate(certPEM); err == nil {
-		m.log.Info("Renewed the member's certificate", "member", m.cfg.Name, "not_after", renewed.NotAfter.UTC().Format(time.RFC3339))
+		m.log.Info("Renewed the member's certificate", "member", m.cfg.Name, "not_after", renewed.NotAfter.UTC().Format(time.RFC3339), "ca", pki.IssuerID(renewed))
 	}
 	return nil
 }
@@ -186,6 +193,11 @@ func (m *Member) renewOwn(ctx context.Context) error {
 // reissue signs a renewal of old for kind name with the CA, records it,
 // and drops the device's certificates beyond the renewKeep newest.
 func (m *Member) reissue(ctx context.Context, old *x509.Certificate, kind, name string) ([]byte, error) {
+	// A CA rotation the record holds is applied first: nothing is signed
+	// with a CA the rotation replaces.
+	if err := m.syncCA(); err != nil {
+		return nil, err
+	}
 	ca, err := loadCA(m.cfg.Paths)
 	if err != nil {
 		return nil, err
@@ -205,18 +217,6 @@ func (m *Member) reissue(ctx context.Context, old *x509.Certificate, kind, name 
 		m.log.Warn("Could not drop the older certificates of a renewed device", "kind", kind, "name", name, "err", err)
 	}
 	return certPEM, nil
-}
-
-func loadCA(p Paths) (*pki.Authority, error) {
-	caCert, err := os.ReadFile(p.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("cluster CA: %w", err)
-	}
-	caKey, err := os.ReadFile(p.CAKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("cluster CA key: %w", err)
-	}
-	return pki.ParseAuthority(caCert, caKey)
 }
 
 // pruneCredentials deletes the credentials of kind name beyond its
@@ -279,12 +279,21 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 	if !ok || !pub.Equal(csr.PublicKey) {
 		return out, fmt.Errorf("%w: the request is not signed by the certificate's key", clusterapi.ErrNotAdmitted)
 	}
+	if err := s.m.syncCA(); err != nil { // a CA rotation's trust first
+		return out, fmt.Errorf("%w: %w", clusterapi.ErrTryAgain, err)
+	}
 	caPEM, err := os.ReadFile(s.p.paths.CAFile)
 	if err != nil {
 		return out, fmt.Errorf("cluster CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
+	// After a CA rotation, a device that never got its renewal's answer
+	// still holds a certificate of the old CA, which the record admits
+	// until its next renewal: it renews with it.
+	if rec := s.m.gate.caRecordNow(); rec != nil && rec.Phase == clusterapi.CAPhaseDone {
+		pool.AppendCertsFromPEM([]byte(rec.Old))
+	}
 	now := time.Now()
 	expired := now.After(cert.NotAfter)
 	verify := x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
@@ -323,8 +332,10 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 		if len(rotateKVs) > 0 {
 			rotateAt, _ = time.Parse(time.RFC3339Nano, string(rotateKVs[0].Value))
 		}
-		if due, at := renewalDue(cert, fp, cred, rotateAt, now); !due {
-			return clusterapi.RenewResponse{RenewAt: at.UTC()}, nil
+		// The trust file goes with every answer: a replica follows a CA
+		// rotation's trust with it (carotate.go).
+		if due, at := renewalDue(cert, fp, cred, rotateAt, now); !due && !s.m.gate.reissueDue(pki.IssuerID(cert)) {
+			return clusterapi.RenewResponse{RenewAt: at.UTC(), CACert: string(caPEM)}, nil
 		}
 	}
 	certPEM, err := s.m.reissue(rctx, cert, cred.Kind, cred.Name)
@@ -336,6 +347,11 @@ func (s *Membership) Renew(ctx context.Context, req clusterapi.RenewRequest) (cl
 			"expired", cert.NotAfter.UTC().Format(time.RFC3339))
 	} else {
 		s.m.log.Info("Renewed a certificate", "kind", cred.Kind, "name", cred.Name)
+	}
+	// The trust file as it is now: reissue may have just brought it up to
+	// a rotation.
+	if now, err := os.ReadFile(s.p.paths.CAFile); err == nil {
+		caPEM = now
 	}
 	return clusterapi.RenewResponse{Cert: string(certPEM), CACert: string(caPEM)}, nil
 }
@@ -404,7 +420,7 @@ func (s *Membership) Certificates() []clusterapi.Certificate {
 	now := time.Now()
 	out := make([]clusterapi.Certificate, 0, len(newest))
 	for _, n := range newest {
-		c := clusterapi.Certificate{Kind: n.cred.Kind, Name: n.cred.Name, Serial: n.cred.Serial, Issued: n.cred.Issued, NotAfter: n.cred.NotAfter}
+		c := clusterapi.Certificate{Kind: n.cred.Kind, Name: n.cred.Name, Serial: n.cred.Serial, Issued: n.cred.Issued, NotAfter: n.cred.NotAfter, CA: n.cred.CA}
 		if !c.NotAfter.IsZero() {
 			c.ExpiresInSeconds = int64(c.NotAfter.Sub(now) / time.Second)
 			// The credential does not hold NotBefore: the issue time is

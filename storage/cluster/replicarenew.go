@@ -99,21 +99,48 @@ func renewReplicaOnce(ctx context.Context, hc *http.Client, r Replica, cert *x50
 	if err := json.Unmarshal(data, &out); err != nil {
 		return fmt.Errorf("renew via %s: %w", r.JoinedVia, err)
 	}
-	if out.Cert == "" {
-		return nil // not due yet
-	}
 	caPEM, err := os.ReadFile(r.Files.CAFile)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	if err := pki.CheckIssued([]byte(out.Cert), caPEM, key, cert.Subject.CommonName); err != nil {
-		return fmt.Errorf("renew via %s: the member's certificate: %w", r.JoinedVia, err)
+	if out.Cert != "" {
+		// Chained to a CA the replica trusts: after a CA rotation, through
+		// the cross-certificate that follows it.
+		if err := pki.CheckIssued([]byte(out.Cert), caPEM, key, cert.Subject.CommonName); err != nil {
+			return fmt.Errorf("renew via %s: the member's certificate: %w", r.JoinedVia, err)
+		}
+	}
+	if err := followTrust(r, caPEM, []byte(out.CACert), []byte(out.Cert), log); err != nil {
+		return fmt.Errorf("renew via %s: %w", r.JoinedVia, err)
+	}
+	if out.Cert == "" {
+		return nil // not due yet
 	}
 	if err := WriteFile(r.Files.CertFile, []byte(out.Cert), 0o644); err != nil {
 		return err
 	}
 	if renewed, err := pki.ParseCertificate([]byte(out.Cert)); err == nil {
-		log.Info("Renewed the replica's certificate", "replica", r.Name, "not_after", renewed.NotAfter.UTC().Format(time.RFC3339))
+		log.Info("Renewed the replica's certificate", "replica", r.Name, "not_after", renewed.NotAfter.UTC().Format(time.RFC3339), "ca", pki.IssuerID(renewed))
 	}
+	return nil
+}
+
+// followTrust replaces the replica's trust file (the CAs it verifies the
+// members by) with the member's, bundle, when a CA it trusts vouches for
+// every CA added (a CA rotation's cross-certificate, in chain): the new
+// CA during a rotation, the old one dropped after it. The replica's etcd
+// client keeps the trust it started with (the members' certificates
+// carry the cross-certificate for it); the file is for its next start.
+func followTrust(r Replica, trusted, bundle, chain []byte, log *slog.Logger) error {
+	if len(bundle) == 0 || bytes.Equal(bundle, trusted) {
+		return nil
+	}
+	if err := pki.AcceptTrust(bundle, trusted, chain); err != nil {
+		return fmt.Errorf("the member's CA bundle: %w", err)
+	}
+	if err := WriteFile(r.Files.CAFile, bundle, 0o644); err != nil {
+		return err
+	}
+	log.Info("The replica's trust follows the cluster's CA rotation", "replica", r.Name, "cas", strings.Count(string(bundle), "BEGIN CERTIFICATE"))
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/internal/pki"
 )
 
 // The trust model of the cluster's client port.
@@ -81,6 +83,10 @@ type Credential struct {
 	// (renewKeep) stays admitted while a credential of the same key is
 	// recorded, and ends when the device is removed.
 	Key string `json:"key,omitempty"`
+	// CA is the ID of the CA that issued it (pki.IssuerID): a CA
+	// rotation (carotate.go) waits for every device to hold one of the
+	// new CA's.
+	CA string `json:"ca,omitempty"`
 }
 
 // keyHash is the SHA-256 of cert's SubjectPublicKeyInfo, in hexadecimal.
@@ -91,7 +97,7 @@ func keyHash(cert *x509.Certificate) string {
 
 // credentialOf is the credential of cert, issued now, for kind name.
 func credentialOf(cert *x509.Certificate, kind, name string) Credential {
-	return Credential{Kind: kind, Name: name, Issued: time.Now().UTC(), NotAfter: cert.NotAfter.UTC(), Serial: cert.SerialNumber.Text(16), Key: keyHash(cert)}
+	return Credential{Kind: kind, Name: name, Issued: time.Now().UTC(), NotAfter: cert.NotAfter.UTC(), Serial: cert.SerialNumber.Text(16), Key: keyHash(cert), CA: pki.IssuerID(cert)}
 }
 
 // Fingerprint is the SHA-256 of a certificate's DER, in hexadecimal.

@@ -21,7 +21,71 @@ const (
 	// cluster token (POST, admin).
 	RotateCertsPath = "/leasehold/v1/cluster/rotate-certs"
 	RotateTokenPath = "/leasehold/v1/cluster/rotate-token"
+	// RotateCAPath starts a rotation of the cluster CA, or resumes or
+	// finishes the one under way (POST a RotateCARequest, admin; it
+	// answers a CAStatus).
+	RotateCAPath = "/leasehold/v1/cluster/rotate-ca"
 )
+
+// The phases of a CA rotation (docs/cluster.md, "Certificate rotation").
+const (
+	// CAPhaseReissue: the new CA is recorded; every member signs with it
+	// and trusts both, every device renews under it.
+	CAPhaseReissue = "reissue"
+	// CAPhaseDone: every device held a certificate of the new CA; the
+	// old one is dropped from every trust file and its key is gone.
+	CAPhaseDone = "done"
+)
+
+// ErrRotationPending refuses to finish a CA rotation while a device
+// holds no certificate of the new CA (409).
+var ErrRotationPending = errors.New("the CA rotation cannot finish yet")
+
+// RotateCARequest is POST RotateCAPath: Finish drops the old CA once
+// every device was re-issued; without it the request starts a rotation,
+// or answers the one under way.
+type RotateCARequest struct {
+	Finish bool `json:"finish,omitempty"`
+}
+
+// CA is one cluster CA.
+type CA struct {
+	// ID is its subject key identifier in hexadecimal: the authority key
+	// identifier of what it issued (Certificate.CA).
+	ID       string    `json:"id"`
+	Subject  string    `json:"subject"`
+	NotAfter time.Time `json:"notAfter"`
+}
+
+// CAStatus is the cluster CA and the last CA rotation, as GET StatusPath
+// and POST RotateCAPath report them.
+type CAStatus struct {
+	// Phase is the last rotation's: "" when the cluster never rotated
+	// its CA, CAPhaseReissue while one runs, CAPhaseDone after.
+	Phase string `json:"phase,omitempty"`
+	// Current is the CA members sign with; Old the one a rotation under
+	// way replaces (still trusted).
+	Current  CA        `json:"current"`
+	Old      *CA       `json:"old,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	// Members is what each member applied of the rotation: the CAs its
+	// trust file holds and the one it signs with.
+	Members []CAMember `json:"members,omitempty"`
+	// Lagging are the devices ("member m3", "replica r1") whose newest
+	// certificate is not the current CA's, during CAPhaseReissue.
+	Lagging []string `json:"lagging,omitempty"`
+}
+
+// CAMember is one member's part of a CA rotation.
+type CAMember struct {
+	Name string `json:"name"`
+	// Phase is the rotation's phase the member last applied ("" none:
+	// it was off, or has not caught up).
+	Phase  string   `json:"phase,omitempty"`
+	Trusts []string `json:"trusts,omitempty"` // CA IDs of its trust file
+	Signs  string   `json:"signs,omitempty"`  // the CA ID of its key
+}
 
 // ErrNotAdmitted refuses a renewal whose certificate the cluster does not
 // (or no longer) admit, whose request its key did not sign, or that has
@@ -104,6 +168,9 @@ type Certificate struct {
 	RenewAt time.Time `json:"renewAt,omitzero"`
 	// ExpiresInSeconds is NotAfter less the answering member's clock.
 	ExpiresInSeconds int64 `json:"expiresInSeconds"`
+	// CA is the ID of the CA that issued it (CA.ID; empty for one
+	// recorded before leasehold recorded it).
+	CA string `json:"ca,omitempty"`
 	// Warning is set when it expires within 30 days (or a quarter of its
 	// life): its holder has failed to renew it for a while, or is off.
 	Warning string `json:"warning,omitempty"`

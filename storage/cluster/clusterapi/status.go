@@ -63,6 +63,8 @@ type Status struct {
 	Certificates []Certificate `json:"certificates,omitempty"`
 	// RotateCertsRequestedAt is the last rotate-certs' time.
 	RotateCertsRequestedAt time.Time `json:"rotateCertsRequestedAt,omitzero"`
+	// CA is the cluster CA and its last rotation (rotate-ca).
+	CA *CAStatus `json:"ca,omitempty"`
 }
 
 // SlowLeader is a member's finding that the etcd leader is slow: its

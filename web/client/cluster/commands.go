@@ -22,11 +22,11 @@ import (
 var Command = cli.Command{
 	Name:     "cluster",
 	Synopsis: commandSynopsis,
-	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME, move-leader [NAME], rotate-certs, rotate-token)",
+	Summary:  "show or change the members of an embedded etcd cluster (status, members, remove NAME, revoke NAME, move-leader [NAME], rotate-certs, rotate-token, rotate-ca)",
 	Run:      run,
 }
 
-const commandSynopsis = "cluster status|members|remove NAME|revoke NAME|move-leader [NAME]|rotate-certs|rotate-token [flags]"
+const commandSynopsis = "cluster status|members|remove NAME|revoke NAME|move-leader [NAME]|rotate-certs|rotate-token|rotate-ca [flags]"
 
 const commandAbout = `Talks to a server started with --cluster-init or --join, over HTTP with the
 kubeconfig (admin endpoints: the user must be allowed to read everything):
@@ -56,7 +56,14 @@ kubeconfig (admin endpoints: the user must be allowed to read everything):
                 after the request, and lists those that do not. No restart: each
                 TLS end reads its certificate per handshake, and the key stays
   rotate-token  replace the cluster token: every member writes the new one to its
-                DATA/cluster/token; the old one admits no new device`
+                DATA/cluster/token; the old one admits no new device
+  rotate-ca     replace the cluster CA, without a restart: a new CA cross-signed by
+                the old one; every member signs with it and trusts both, every
+                device renews under it (members at once, replicas within a minute),
+                then the old CA is dropped from every trust file (its key is gone
+                from every member once it holds the new one). It waits (up to
+                --timeout) for each step and names the devices that lag; run it
+                again to resume a rotation under way`
 
 // GetStatus reads the cluster's status from the server c talks to.
 func GetStatus(ctx context.Context, c *lease.Client) (clusterapi.Status, error) {
@@ -145,6 +152,7 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		printStale(stdout, st)
 		if rest[0] == "status" {
 			printCertificates(stdout, st)
+			printCA(stdout, st.CA)
 			printLastSnapshot(ctx, stdout, c)
 		}
 		return cli.ExitOK
@@ -165,6 +173,11 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		fmt.Fprintf(stdout, "%s %s; its certificates are refused by every member\n"+
 			"the cluster token was rotated: new joins need the one in DATA/cluster/token on any member\n", what, rest[1])
 		return cli.ExitOK
+	case "rotate-ca":
+		if len(rest) != 1 {
+			return usage(rest[0] + " takes no arguments")
+		}
+		return rotateCA(ctx, c, stdout, stderr)
 	case "rotate-certs", "rotate-token":
 		if len(rest) != 1 {
 			return usage(rest[0] + " takes no arguments")
@@ -359,7 +372,7 @@ func printCertificates(w io.Writer, st clusterapi.Status) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CERTIFICATE\tKIND\tNOT AFTER\tEXPIRES IN\tRENEWS AT\tWARNING")
+	fmt.Fprintln(tw, "CERTIFICATE\tKIND\tCA\tNOT AFTER\tEXPIRES IN\tRENEWS AT\tWARNING")
 	for _, c := range st.Certificates {
 		notAfter, in, renew := "(unrecorded)", "", ""
 		if !c.NotAfter.IsZero() {
@@ -367,7 +380,7 @@ func printCertificates(w io.Writer, st clusterapi.Status) {
 			in = (time.Duration(c.ExpiresInSeconds) * time.Second).String()
 			renew = c.RenewAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Kind, notAfter, in, renew, c.Warning)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Kind, shortID(c.CA), notAfter, in, renew, c.Warning)
 	}
 	_ = tw.Flush()
 }

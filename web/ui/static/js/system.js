@@ -159,6 +159,7 @@ function clusterSection(s) {
     ['Healthy voting members', `${healthy} of ${voters.length} (quorum ${quorum}${healthy < quorum ? ': LOST' : ''})`],
     ['Election controller', c.electionControllerUnknown ? 'unknown (no quorum to read it from)'
       : ctl ? `${ctl}${ctl === c.self ? ' (this member)' : ''}` : '—'],
+    ['Cluster CA', caText(c.ca)],
   ]);
   const table = h('div', { class: 'table-wrap' }, h('table', { class: 'plain', id: 'members' },
     h('thead', {}, h('tr', {}, MEMBER_COLS.map((col) => h('th', { scope: 'col' }, col)))),
@@ -174,7 +175,7 @@ function clusterSection(s) {
   return [h('section', { 'aria-labelledby': 'h-cluster', id: 'cluster' }, title, summary, table, certificatesTable(c))];
 }
 
-const CERT_COLS = ['Certificate', 'Kind', 'Expires', 'Renews', 'Warning'];
+const CERT_COLS = ['Certificate', 'Kind', 'CA', 'Expires', 'Renews', 'Warning'];
 
 // certificatesTable lists every member's and replica's newest
 // certificate: its expiry, when its holder renews it, and a warning when
@@ -186,10 +187,24 @@ function certificatesTable(c) {
     h('thead', {}, h('tr', {}, CERT_COLS.map((col) => h('th', { scope: 'col' }, col)))),
     h('tbody', {}, certs.map((x) => {
       const expires = x.expiresInSeconds > 0 ? `in ${dur(x.expiresInSeconds * 1000)}` : 'expired';
-      const cells = [x.name, x.kind, x.notAfter ? `${x.notAfter} (${expires})` : 'unrecorded',
+      const cells = [x.name, x.kind, (x.ca || '—').slice(0, 12), x.notAfter ? `${x.notAfter} (${expires})` : 'unrecorded',
         x.renewAt || '—', x.warning ? h('span', { class: 'badge s-expired' }, x.warning) : '—'];
       return h('tr', { 'data-certificate': x.name }, cells.map((cell, i) => h('td', { 'data-label': CERT_COLS[i] }, cell)));
     }))));
+}
+
+// caText is the CA members sign with, and the last CA rotation's phase
+// (leasehold cluster rotate-ca).
+function caText(ca) {
+  if (!ca || !ca.current) return '—';
+  const id = (ca.current.id || '').slice(0, 12);
+  const base = `${id} (${ca.current.subject}, until ${ca.current.notAfter})`;
+  if (ca.phase === 'reissue') {
+    const lag = (ca.lagging || []).join(', ') || 'none';
+    return `${base}; rotation under way, not re-issued yet: ${lag}`;
+  }
+  if (ca.phase === 'done') return `${base}; rotated at ${ca.finished}`;
+  return base;
 }
 
 // staleText says how long a learner has not answered and when the etcd
