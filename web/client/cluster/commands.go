@@ -134,28 +134,7 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 		if len(rest) != 1 {
 			return usage(rest[0] + " takes no arguments")
 		}
-		st, err := GetStatus(ctx, c)
-		if err != nil {
-			fmt.Fprintf(stderr, "leasehold cluster: %v\n", err)
-			return cli.ExitFailure
-		}
-		if *output == "json" {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return cli.ExitOK
-		}
-		if rest[0] == "status" {
-			printSummary(stdout, st)
-		}
-		printMembers(stdout, st)
-		printStale(stdout, st)
-		if rest[0] == "status" {
-			printCertificates(stdout, st)
-			printCA(stdout, st.CA)
-			printLastSnapshot(ctx, stdout, c)
-		}
-		return cli.ExitOK
+		return showStatus(ctx, c, rest[0], *output, stdout, stderr)
 	case "remove", "revoke":
 		// One operation on the server: a name is a member's or a
 		// replica's (storage/cluster's Membership.Remove).
@@ -213,6 +192,33 @@ func runAs(ctx context.Context, synopsis, about string, args []string, stdout, s
 	default:
 		return usage(fmt.Sprintf("unknown subcommand %q", rest[0]))
 	}
+}
+
+// showStatus is "cluster status" and "cluster members" (which shows the
+// members' table alone), as a table or JSON.
+func showStatus(ctx context.Context, c *lease.Client, what, output string, stdout, stderr io.Writer) int {
+	st, err := GetStatus(ctx, c)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold cluster: %v\n", err)
+		return cli.ExitFailure
+	}
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return cli.ExitOK
+	}
+	if what == "status" {
+		printSummary(stdout, st)
+	}
+	printMembers(stdout, st)
+	printStale(stdout, st)
+	if what == "status" {
+		printCertificates(stdout, st)
+		printCA(stdout, st.CA)
+		printLastSnapshot(ctx, stdout, c)
+	}
+	return cli.ExitOK
 }
 
 // printSummary is "cluster status"'s header above the members' table:
