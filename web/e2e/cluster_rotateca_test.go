@@ -120,8 +120,9 @@ func TestClusterRotateCA(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(replicaFiles, "ca.crt"))
 		return err == nil && bytes.Equal(data, newCAPEM), string(data)
 	})
-	viaMember.finish(t)
-	viaReplica.finish(t)
+	logs := []string{members[0].ts.Log(), members[1].ts.Log(), members[2].ts.Log(), replica.proc.log.String()}
+	viaMember.finish(t, logs...)
+	viaReplica.finish(t, logs...)
 
 	for _, p := range []*serverProcess{members[0].ts.proc, members[1].ts.proc, members[2].ts.proc, replica.proc} {
 		select {

@@ -30,6 +30,7 @@ const rotationValidity = "30s"
 // successful renewals.
 type rotationLoad struct {
 	name     string
+	began    time.Time
 	mu       sync.Mutex
 	last     time.Time
 	maxGap   time.Duration
@@ -48,7 +49,7 @@ func startRotationLoad(t *testing.T, ts *testServer, name string) *rotationLoad 
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	l := &rotationLoad{name: name, last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &rotationLoad{name: name, began: time.Now(), last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		for {
@@ -80,16 +81,48 @@ func startRotationLoad(t *testing.T, ts *testServer, name string) *rotationLoad 
 	return l
 }
 
-func (l *rotationLoad) finish(t *testing.T) {
+// finish stops the load and checks it against the servers' logs. A
+// rotation that breaks renewals refuses a credential, and the servers log
+// that (a TLS connection rejected, a revoked credential's connections
+// closed): any failure then fails the test, as does any failure but a
+// timeout. A renewal that timed out (504 after the request timeout, its
+// outcome unknown) while no server refused a credential is the machine
+// stalling: on a busy 2-core CI machine every etcd endpoint of a cluster
+// went sick at once for 3 s, in two clusters of two tests at the same
+// instant. That is a timing target (timingTarget), not the property.
+func (l *rotationLoad) finish(t *testing.T, logs ...string) {
 	t.Helper()
 	close(l.stop)
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t.Logf("renewals through %s: %d, longest gap between two %s, %d failed", l.name, l.ok, l.maxGap.Round(time.Millisecond), len(l.failures))
-	if len(l.failures) > 0 {
-		t.Errorf("renewals through %s failed during certificate rotation:\n%s", l.name, strings.Join(l.failures, "\n"))
+	if len(l.failures) == 0 {
+		return
 	}
+	refused := ""
+	for _, log := range logs {
+		for _, line := range strings.Split(log, "\n") {
+			if loggedBefore(line, l.began) {
+				continue // the cluster's start (a joiner's retry revokes its first credential)
+			}
+			if strings.Contains(line, "rejected connection") || strings.Contains(line, "bad certificate") ||
+				strings.Contains(line, "A credential was revoked") {
+				refused += "\n" + line
+			}
+		}
+	}
+	stalls := 0
+	for _, f := range l.failures {
+		if strings.Contains(f, "Timeout: request did not complete within requested timeout") {
+			stalls++
+		}
+	}
+	if refused != "" || stalls < len(l.failures) {
+		t.Errorf("renewals through %s failed during certificate rotation:\n%s\nthe servers refused credentials:%s", l.name, strings.Join(l.failures, "\n"), refused)
+		return
+	}
+	timingTarget(t, false, "renewals through %s timed out during certificate rotation, no server refusing a credential (the machine stalled):\n%s", l.name, strings.Join(l.failures, "\n"))
 }
 
 // TestClusterCertificateRotation runs three members and a replica with
@@ -157,8 +190,9 @@ func TestClusterCertificateRotation(t *testing.T) {
 		}
 		return len(missing) == 0, strings.Join(missing, ", ")
 	})
-	viaMember.finish(t)
-	viaReplica.finish(t)
+	logs := []string{members[0].ts.Log(), members[1].ts.Log(), members[2].ts.Log(), replica.proc.log.String()}
+	viaMember.finish(t, logs...)
+	viaReplica.finish(t, logs...)
 
 	// No process restarted.
 	for _, p := range []*serverProcess{members[0].ts.proc, members[1].ts.proc, members[2].ts.proc, replica.proc} {
@@ -261,4 +295,17 @@ func checkCertificatesSystemPage(t *testing.T, m *clusterMember) {
 		}
 		return ok, text
 	})
+}
+
+// loggedBefore reports whether a log line of slog's text handler
+// (time=RFC3339 first) was written before t; lines without a time are
+// not.
+func loggedBefore(line string, t time.Time) bool {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "time=")
+	if !ok {
+		return false
+	}
+	stamp, _, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	return err == nil && at.Before(t)
 }
