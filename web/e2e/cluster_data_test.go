@@ -99,6 +99,7 @@ var importTook = regexp.MustCompile(`Imported the single-device database.*took=(
 // from an old one ends with 410 so that the client relists.
 func TestClusterImportFromSingleDevice(t *testing.T) {
 	testneeds.Slow(t, "starts embedded etcd members and restarts them")
+	t.Parallel() // waits on the cluster members it starts
 	ctx := context.Background()
 	begin := time.Now()
 	dir := t.TempDir()
@@ -198,6 +199,7 @@ func TestClusterImportFromSingleDevice(t *testing.T) {
 // data directory, and the restored cluster holds those two members only.
 func TestClusterBackupRestore(t *testing.T) {
 	testneeds.Slow(t, "starts embedded etcd members and restarts them")
+	t.Parallel() // waits on the cluster members it starts
 	ctx := context.Background()
 	begin := time.Now()
 	members := startCluster(t)

@@ -29,6 +29,7 @@ import (
 // joins the new cluster with the new token.
 func TestClusterQuorumLossReset(t *testing.T) {
 	testneeds.Slow(t, "starts embedded etcd members, destroys two and recovers the third")
+	t.Parallel() // waits on the cluster members it starts
 	ctx := context.Background()
 	members := startCluster(t)
 	survivor := members[0]

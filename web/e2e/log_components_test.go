@@ -13,6 +13,7 @@ import (
 // logs with exactly one component (the election controller's lines once
 // said component=election twice).
 func TestE2ELogOneComponent(t *testing.T) {
+	t.Parallel() // waits on real lease durations, no CPU-bound check
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)
 	ts := startServer(t, "--log-level", "debug")

@@ -66,6 +66,7 @@ func (d drainedSpans) check(t *testing.T, file string) {
 // unless forced.
 func TestE2ERunDrain(t *testing.T) {
 	testneeds.Slow(t, "hand-overs of leasehold run with real lease durations")
+	t.Parallel() // waits on real lease durations, no CPU-bound check
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)
 	t.Run("Plain", func(t *testing.T) { t.Parallel(); testRunDrainPlain(t, e) })

@@ -40,6 +40,7 @@ func forcedReleases(t *testing.T) int {
 // before its child could start. Then the graceful way: asking the holder
 // to step down (the UI's annotation) hands over without that wait.
 func TestE2ERunForcedRelease(t *testing.T) {
+	t.Parallel() // waits on real lease durations, no CPU-bound check
 	if run.AnnotationStepDown != ui.AnnotationStepDown {
 		t.Fatalf("the runner honours %q but the UI sets %q", run.AnnotationStepDown, ui.AnnotationStepDown)
 	}

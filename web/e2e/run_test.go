@@ -59,6 +59,7 @@ done
 // separate processes against real servers.
 func TestE2ERun(t *testing.T) {
 	testneeds.Slow(t, "lease failovers of leasehold run with real lease durations")
+	t.Parallel() // waits on real lease durations, no CPU-bound check
 	dir := t.TempDir()
 	e := newRunEnv(t, dir)
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); testRunFailover(t, e) })
