@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/leasehold/leasehold/internal/testneeds"
 )
@@ -86,15 +84,6 @@ func TestClusterSlowLeader(t *testing.T) {
 	for i, m := range members {
 		leases := m.clients(t, wireProtobuf).CoordinationV1().Leases("default")
 		writers.Go(func() { hist.renew(ctx, i, leases, stop) })
-	}
-	// Ballast: a 4 KiB annotation written ten times a second through
-	// each member, about 80 KB/s of appends for the leader to send, so
-	// that the throttled link is saturated however fast this machine runs
-	// the renewal writers above (on a slow one they alone may not fill it,
-	// and a leader whose link is not full is not slow).
-	for _, m := range members {
-		leases := m.clients(t, wireProtobuf).CoordinationV1().Leases("default")
-		writers.Go(func() { writeBallast(ctx, leases, "ballast-"+m.name, stop) })
 	}
 	stopped := false
 	stopWriters := func() {
@@ -298,33 +287,3 @@ func (h *leaseHistory) nextWriteVia(t *testing.T, members []*clusterMember, skip
 	return took
 }
 
-// writeBallast rewrites a Lease with a 4 KiB annotation every 100 ms
-// until stop closes; its failures (a slow link, a leader change) do not
-// matter.
-func writeBallast(ctx context.Context, leases typedcoordinationv1.LeaseInterface, name string, stop chan struct{}) {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"ballast": ""}}}
-	for n := 0; ; n++ {
-		select {
-		case <-stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		lease.Annotations["ballast"] = strings.Repeat(strconv.Itoa(n%10), 4096)
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var err error
-		var got *coordinationv1.Lease
-		if lease.ResourceVersion == "" {
-			got, err = leases.Create(rctx, lease, metav1.CreateOptions{})
-		} else {
-			got, err = leases.Update(rctx, lease, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			got, err = leases.Get(rctx, name, metav1.GetOptions{})
-		}
-		cancel()
-		if err == nil {
-			got.Annotations = lease.Annotations
-			lease = got
-		}
-	}
-}
