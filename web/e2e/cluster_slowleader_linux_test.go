@@ -286,4 +286,3 @@ func (h *leaseHistory) nextWriteVia(t *testing.T, members []*clusterMember, skip
 	})
 	return took
 }
-
