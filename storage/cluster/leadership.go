@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -384,7 +385,7 @@ func (l *leadership) place(ctx context.Context) {
 			}
 		}
 	}
-	if autoMove && slowFor >= moveSlowAfter && time.Since(last) > moveCooldown && srv.Leader() != srv.MemberID() {
+	if autoMove && slowFor >= l.moveSlowAfterFor(self, uint64(srv.Leader())) && time.Since(last) > moveCooldown && srv.Leader() != srv.MemberID() {
 		l.mu.Lock()
 		l.lastMove = time.Now()
 		l.moves++
@@ -396,6 +397,30 @@ func (l *leadership) place(ctx context.Context) {
 			m.log.Warn("Moved the slow etcd leader's leadership here", "from", from, "to", m.cfg.Name, "slow_for", slowFor.Round(time.Second))
 		}
 	}
+}
+
+// moveSlowAfterFor is how long the leader must have been slow before
+// this member (self) moves it here by itself: moveSlowAfter for the
+// healthy follower of the lowest ID, three times that for the others.
+// raft aborts a transfer under way when asked for one to another member,
+// so two followers moving a slow leader to themselves at once aborted
+// each other's transfer for the whole moveTimeout (seen in the fault
+// suite); every follower sees the same healthy followers (its probes), so
+// one moves and the others only when it could not.
+func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := self
+	for _, v := range voting(l.m.etcd.Server.Cluster().Members()) {
+		id := uint64(v.ID)
+		if _, healthy := l.rtt[id]; id != lead && id != self && healthy && id < first {
+			first = id
+		}
+	}
+	if first == self {
+		return moveSlowAfter
+	}
+	return 3 * moveSlowAfter
 }
 
 // transferee is the voter other than not that answered the last status
@@ -504,13 +529,18 @@ func (m *Member) moveLeaderTo(ctx context.Context, id uint64) (from string, err 
 		if uint64(srv.Leader()) == id {
 			return from, nil
 		}
+		// A random pause: another member asking a transfer to another
+		// target (an operator's move beside a follower's automatic one)
+		// aborts this one in raft, and this one aborts its; in step they
+		// would abort each other until both gave up.
+		pause := raftHeartbeat + rand.N(2*raftElection)
 		select {
 		case <-ctx.Done():
 			if err == nil {
 				err = ctx.Err()
 			}
 			return from, fmt.Errorf("move the leadership from %s to %s (%d attempts within %s): %w", from, memberNameOf(members, id), attempt+1, moveTimeout, err)
-		case <-time.After(raftHeartbeat):
+		case <-time.After(pause):
 		}
 	}
 }
