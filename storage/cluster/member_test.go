@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"testing"
@@ -14,14 +16,23 @@ import (
 	"github.com/leasehold/leasehold/storage/storagetest"
 )
 
+// freePort is a loopback port free now, below the kernel's ephemeral
+// range (32768 and up): a port the kernel handed out for ":0" is handed
+// out again to the next outgoing connection of any test running beside
+// this one, which took one before etcd bound it ("address already in
+// use" in a CI run).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			ln.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-32000")
+	return 0
 }
 
 // startMember runs a one-member cluster in dir.

@@ -167,8 +167,20 @@ func TestClusterSlowLeader(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
 	}
+	// Whether a transfer completes through a saturated link is a timing
+	// target (issue 29 item 6): on the quiet machine the transferee did
+	// not catch up within raft's transfer timeout in some runs. The rest
+	// of the test needs the move; the history is checked either way.
+	endEarly := func(what string) {
+		t.Helper()
+		leader.host.unthrottle(t)
+		stopWriters()
+		hist.check(t)
+		timingTarget(t, false, "%s", what)
+	}
 	if code != 0 {
-		t.Fatalf("cluster move-leader %s: exit %d: %s%s", follower.name, code, out, errOut)
+		endEarly(fmt.Sprintf("cluster move-leader %s off the throttled %s: exit %d: %s%s", follower.name, leader.name, code, out, errOut))
+		return
 	}
 	cmdTook := time.Since(moved)
 	resumed := hist.nextWriteVia(t, plain, leader, moved)
@@ -186,22 +198,24 @@ func TestClusterSlowLeader(t *testing.T) {
 	leader.host.throttle(t, slowLeaderRate)
 	t.Logf("throttled %s, the etcd leader, to %s; waiting for a follower to move the leadership", leader.name, slowLeaderRate)
 	var newLeader string
-	eventually(t, 60*time.Second, "a follower moves the leadership off the throttled "+leader.name, func() (bool, string) {
+	for deadline := time.Now().Add(60 * time.Second); newLeader == ""; {
 		for _, m := range members {
 			if m == leader {
 				continue
 			}
-			s, err := m.status(ctx, t)
-			if err != nil {
-				continue
-			}
-			if s.Leader != "" && s.Leader != leader.name {
+			if s, err := m.status(ctx, t); err == nil && s.Leader != "" && s.Leader != leader.name {
 				newLeader = s.Leader
-				return true, ""
 			}
 		}
-		return false, "still " + leader.name
-	})
+		switch {
+		case newLeader != "":
+		case time.Now().After(deadline):
+			endEarly("no follower moved the leadership off the throttled " + leader.name + " within 60 s")
+			return
+		default:
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	movedAfter := time.Since(throttled)
 	resumed = hist.nextWriteVia(t, plain, leader, throttled.Add(movedAfter))
 	stall = hist.longestGap(plain, leader, throttled, throttled.Add(movedAfter))
