@@ -37,29 +37,10 @@ func TestClusterRejoinAfterExpiry(t *testing.T) {
 	testneeds.Slow(t, "a three-member embedded etcd cluster and two replicas whose certificates expire while they are off")
 	t.Parallel()
 	ctx := context.Background()
-	ports := freeLoopbackPorts(t, 8)
-	var members []*clusterMember
-	for i := range 3 {
-		m := &clusterMember{name: fmt.Sprintf("m%d", i+1), dataDir: t.TempDir()}
-		m.args = []string{"--cluster-token", "e2e-cluster-token", "--member-name", m.name, "--cluster-cert-validity", rejoinValidity,
-			"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			"--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
-		if i == 0 {
-			m.args = append(m.args, "--cluster-init")
-		} else {
-			m.args = append(m.args, "--join", members[i-1].ts.URL)
-		}
-		m.start(t)
-		members = append(members, m)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("member %s log:\n%s", m.name, m.ts.Log())
-			}
-		})
-	}
-	members[2].waitHealthy(t, 3)
-	r1 := startRejoinReplica(t, "r1", t.TempDir(), fmt.Sprintf("127.0.0.1:%d", ports[6]), "--join", members[0].ts.URL, "--cluster-token", "e2e-cluster-token", "--replica")
-	r2 := startRejoinReplica(t, "r2", t.TempDir(), fmt.Sprintf("127.0.0.1:%d", ports[7]), "--join", members[0].ts.URL, "--cluster-token", "e2e-cluster-token", "--replica")
+	members := startClusterOf(t, nil, "", "--cluster-cert-validity", rejoinValidity)
+	ports := freeLoopbackPorts(t, 2) // the replicas' listeners
+	r1 := startRejoinReplica(t, "r1", t.TempDir(), fmt.Sprintf("127.0.0.1:%d", ports[0]), "--join", members[0].ts.URL, "--cluster-token", "e2e-cluster-token", "--replica")
+	r2 := startRejoinReplica(t, "r2", t.TempDir(), fmt.Sprintf("127.0.0.1:%d", ports[1]), "--join", members[0].ts.URL, "--cluster-token", "e2e-cluster-token", "--replica")
 
 	leases := func(ts *testServer) interface {
 		Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)

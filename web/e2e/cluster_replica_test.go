@@ -216,15 +216,8 @@ func checkLabelledLog(t *testing.T, name, log string) {
 func checkClusterSystemPage(t *testing.T, m *clusterMember) {
 	t.Helper()
 	chromium := testneeds.Chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 60*time.Second)
+	defer closeBrowser()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(m.ts.URL+"/ui/#/system")); err != nil {
 		t.Fatalf("open the system page: %v", err)
 	}
@@ -249,5 +242,23 @@ func checkClusterSystemPage(t *testing.T, m *clusterMember) {
 	// restarted): any member or the replica will do, but someone.
 	if !regexp.MustCompile(`Election controller\n(m[123]|r1)\b`).MatchString(page) {
 		t.Errorf("the system page names no election controller:\n%s", page)
+	}
+}
+
+// openBrowser starts a headless Chromium (at chromium, testneeds.Chromium)
+// with a profile of its own and returns a tab's context, bounded by
+// timeout; closeBrowser ends the tab and the browser.
+func openBrowser(t *testing.T, chromium string, timeout time.Duration) (ctx context.Context, closeBrowser func()) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(bctx, timeout)
+	return ctx, func() {
+		cancel()
+		cancelBrowser()
+		cancelAlloc()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,27 +34,7 @@ const rotateCAValidity = "60s"
 func TestClusterRotateCA(t *testing.T) {
 	testneeds.Slow(t, "a three-member embedded etcd cluster and a replica through a CA rotation")
 	t.Parallel()
-	ports := freeLoopbackPorts(t, 6)
-	var members []*clusterMember
-	for i := range 3 {
-		m := &clusterMember{name: fmt.Sprintf("m%d", i+1), dataDir: t.TempDir()}
-		m.args = []string{"--cluster-token", "e2e-cluster-token", "--member-name", m.name, "--cluster-cert-validity", rotateCAValidity,
-			"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			"--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
-		if i == 0 {
-			m.args = append(m.args, "--cluster-init")
-		} else {
-			m.args = append(m.args, "--join", members[i-1].ts.URL)
-		}
-		m.start(t)
-		members = append(members, m)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("member %s log:\n%s", m.name, m.ts.Log())
-			}
-		})
-	}
-	members[2].waitHealthy(t, 3)
+	members := startClusterOf(t, nil, "", "--cluster-cert-validity", rotateCAValidity)
 	replica := startClusterReplica(t, t.TempDir(), "127.0.0.1:0", members[1].ts.URL)
 
 	pkiDir := func(m *clusterMember) string { return filepath.Join(m.dataDir, "cluster", "pki") }
@@ -254,15 +233,8 @@ func TestClusterRotateCA(t *testing.T) {
 func checkCASystemPage(t *testing.T, m *clusterMember, id string) {
 	t.Helper()
 	chromium := testneeds.Chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 60*time.Second)
+	defer closeBrowser()
 	if err := chromedp.Do(ctx, chromedp.Navigate(m.ts.URL+"/ui/#/system")); err != nil {
 		t.Fatalf("open the system page: %v", err)
 	}

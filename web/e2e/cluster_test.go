@@ -160,8 +160,9 @@ func startClusterIn(t *testing.T, dataDirs []string) []*clusterMember {
 }
 
 // startClusterOf is startClusterIn with every member running the leasehold
-// binary bin (the one under test when empty).
-func startClusterOf(t *testing.T, dataDirs []string, bin string) []*clusterMember {
+// binary bin (the one under test when empty), extra added to every
+// member's serve flags.
+func startClusterOf(t *testing.T, dataDirs []string, bin string, extra ...string) []*clusterMember {
 	t.Helper()
 	ports := freeLoopbackPorts(t, 6)
 	var members []*clusterMember
@@ -173,6 +174,7 @@ func startClusterOf(t *testing.T, dataDirs []string, bin string) []*clusterMembe
 		m.args = []string{"--cluster-token", "e2e-cluster-token", "--member-name", m.name,
 			"--peer-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
 			"--cluster-client-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		m.args = append(m.args, extra...)
 		if i == 0 {
 			m.args = append(m.args, "--cluster-init")
 		} else {

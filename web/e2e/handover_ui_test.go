@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,15 +103,8 @@ func TestE2EUIHandOver(t *testing.T) {
 	run("ho-choice", "b", candidate("1.37.0", operatorChoiceStrategy)...)
 	started("ho-builtin", "b-old", 20*time.Second, time.Time{})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 3*time.Minute)
+	defer closeBrowser()
 	js := func(expr string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))

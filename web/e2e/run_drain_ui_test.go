@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,15 +31,8 @@ func TestE2ERunUIDrain(t *testing.T) {
 	procs := []*runProc{e.start(t, "d1", file, flags("1.35.0")), e.start(t, "d2", file, flags("1.36.0")), e.start(t, "d3", file, flags("1.37.0"))}
 	first := waitRecord(t, file, 20*time.Second, "d1 start", func(r record) bool { return r.kind == "start" && r.id == "d1" })
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 120*time.Second)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 120*time.Second)
+	defer closeBrowser()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/ui/#/lease/default/"+lease)); err != nil {
 		t.Fatalf("open the lease page: %v", err)
 	}

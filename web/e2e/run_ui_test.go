@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -31,15 +30,8 @@ func TestE2ERunUIActions(t *testing.T) {
 	}
 	first := waitRecord(t, file, 10*time.Second, "first start", func(r record) bool { return r.kind == "start" })
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 90*time.Second)
+	defer closeBrowser()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/ui/#/lease/default/"+lease)); err != nil {
 		t.Fatalf("open the lease page: %v", err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -66,15 +65,8 @@ func TestE2EShutdownWithUITabAndWatch(t *testing.T) {
 	}
 	createLease(t, url, "default", "shutdown-ui", "device-1")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx, closeBrowser := openBrowser(t, chromium, 90*time.Second)
+	defer closeBrowser()
 	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/ui/#/lease/default/shutdown-ui")); err != nil {
 		t.Fatalf("open the lease page: %v", err)
 	}
