@@ -108,6 +108,9 @@ func TestE2EDocsCluster(t *testing.T) {
 	testneeds.Slow(t, "runs a three-member cluster through docs/cluster.md's faults")
 	testneeds.Kubectl(t)                                         // the runbook reads /readyz and /metrics with it
 	testneeds.Tool(t, "jq", "apt-get install -y jq (make deps)") // and waits for healthy members with it
+	// Beside the other parallel tests: it mostly waits on its servers, and
+	// nothing it runs has a timing bound (50 s of the serial tests before).
+	t.Parallel()
 	text, err := os.ReadFile(filepath.Join(moduleDir(t), "docs", "cluster.md"))
 	if err != nil {
 		t.Fatal(err)
