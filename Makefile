@@ -16,7 +16,7 @@ DIST      ?= dist
 # The release architectures (GOARCH; arm is built with GOARM=7, Debian armhf).
 ARCHES     = amd64 arm64 arm
 
-.PHONY: all build test test-short deps dist verify-dist sign release-key repo pkg-test release-test arm-test fault-suite clean help
+.PHONY: all build test test-busy test-short deps dist verify-dist sign release-key repo pkg-test release-test arm-test fault-suite clean help
 
 all: build
 
@@ -24,6 +24,7 @@ help:
 	@echo "make build        build ./leasehold for this machine"
 	@echo "make test         install test dependencies (Debian, as root) and run every test"
 	@echo "make test-short   the fast tier: go test -short, as any user, with Go alone (skips what needs a tool, root or minutes)"
+	@echo "make test-busy    make test beside two CPU burners (.ci/busy): the suite must hold on a busy machine"
 	@echo "make deps         only install the test dependencies"
 	@echo "make fault-suite  the cluster fault-injection suite (process, disk and network faults) on a randomized schedule (root; LEASEHOLD_FAULT_DURATION, default 10m)"
 	@echo "make arm-test     run the core packages' tests and an end-to-end smoke on arm64 and armv7 under qemu"
@@ -43,6 +44,10 @@ deps:
 
 test: deps
 	bash .ci/test
+
+# The whole suite beside two CPU burners (.ci/busy): it must pass there too.
+test-busy: deps
+	bash .ci/busy bash .ci/test
 
 # The fast tier: passes as any user on a machine with Go alone, in a few
 # minutes. A test that needs a missing tool (Chromium, kubectl, etcd, clang,
