@@ -159,13 +159,13 @@ func TestClusterSlowLeader(t *testing.T) {
 	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s); %d writes through the followers succeeded meanwhile, the longest gap between them %v",
 		follower.name, time.Since(throttled).Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, slowWrites, stall.Round(time.Millisecond))
 	moved := time.Now()
-	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
+	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
 	// The throttled leader may be deposed meanwhile (an election, or the
 	// members' own move of a slow leader): the command then says to try
 	// again shortly, as an operator would.
-	for code != 0 && strings.Contains(errOut, "try again") && time.Since(moved) < 20*time.Second {
+	for code != 0 && strings.Contains(errOut, "try again") && time.Since(moved) < 30*time.Second {
 		time.Sleep(500 * time.Millisecond)
-		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
+		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
 	}
 	// Whether a transfer completes through a saturated link is a timing
 	// target (issue 29 item 6): on the quiet machine the transferee did
