@@ -1,9 +1,9 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -59,7 +59,9 @@ import (
 // leasehold_cluster_leader_slow gauge, `cluster status`), as many healthy
 // ones clear it. `leasehold cluster move-leader` moves the leadership; with
 // Config.MoveSlowLeader a follower that has seen the leader slow for
-// moveSlowAfter moves it to itself, at most once per moveCooldown.
+// moveSlowAfter moves it off the leader (to itself or another healthy
+// follower, whichever catches up with the leader's log first), at most
+// once per moveCooldown.
 
 const (
 	raftHeartbeat = 100 * time.Millisecond
@@ -82,8 +84,12 @@ const (
 	// moveSlowAfter is how long a leader must have been slow before a
 	// follower moves it (Config.MoveSlowLeader).
 	moveSlowAfter = 5 * time.Second
-	// moveTimeout bounds one move of the leadership (its attempts).
-	moveTimeout = 15 * time.Second
+	// moveTimeout bounds one move of the leadership. A move off a
+	// throttled leader waits until the appends queued for a transferee
+	// have drained (moveLeaderTo): 0.7-24 s measured on a 96 kbit link
+	// (the leader's writes stalled all along). `leasehold cluster
+	// move-leader` ends its move at its --timeout (30 s by default).
+	moveTimeout = 40 * time.Second
 	// moveCooldown spaces a member's automatic moves of a slow leader.
 	moveCooldown = time.Minute
 	// placementCooldown spaces a member's moves away from the election
@@ -361,9 +367,9 @@ func (l *leadership) place(ctx context.Context) {
 	srv := m.etcd.Server
 	l.mu.Lock()
 	controller, autoMove, last, settled := l.controller, l.autoMove, l.lastMove, l.settled
-	slowFor := time.Duration(0)
+	slowFor, slowLeader := time.Duration(0), uint64(0)
 	if l.slow != nil {
-		slowFor = time.Since(l.slowSince)
+		slowFor, slowLeader = time.Since(l.slowSince), l.leader
 	}
 	l.mu.Unlock()
 	self := uint64(srv.MemberID())
@@ -385,16 +391,19 @@ func (l *leadership) place(ctx context.Context) {
 			}
 		}
 	}
-	if autoMove && slowFor >= l.moveSlowAfterFor(self, uint64(srv.Leader())) && time.Since(last) > moveCooldown && srv.Leader() != srv.MemberID() {
+	lead := uint64(srv.Leader())
+	if autoMove && slowFor >= l.moveSlowAfterFor(self, lead) && time.Since(last) > moveCooldown && lead != self && lead == slowLeader {
 		l.mu.Lock()
 		l.lastMove = time.Now()
 		l.moves++
 		l.mu.Unlock()
-		from, err := m.moveLeaderTo(ctx, self)
+		began := time.Now()
+		from, err := m.moveLeaderTo(ctx, l.healthyFollowers(self, lead), true)
 		if err != nil {
 			m.log.Warn("Could not move the slow etcd leader's leadership here", "leader", from, "err", err)
 		} else {
-			m.log.Warn("Moved the slow etcd leader's leadership here", "from", from, "to", m.cfg.Name, "slow_for", slowFor.Round(time.Second))
+			m.log.Warn("Moved the slow etcd leader's leadership off it", "from", from, "to", memberNameOf(srv.Cluster().Members(), uint64(srv.Leader())),
+				"slow_for", slowFor.Round(time.Second), "took", time.Since(began).Round(time.Millisecond))
 		}
 	}
 }
@@ -423,6 +432,22 @@ func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
 	return 3 * moveSlowAfter
 }
 
+// healthyFollowers is self and the other voters but lead that answered
+// the last status probe, self first: the members a move off a slow lead
+// asks the transfer for, in turn.
+func (l *leadership) healthyFollowers(self, lead uint64) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := []uint64{self}
+	for _, v := range voting(l.m.etcd.Server.Cluster().Members()) {
+		id := uint64(v.ID)
+		if _, healthy := l.rtt[id]; healthy && id != lead && id != self {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // transferee is the voter other than not that answered the last status
 // probe fastest, nil when none answered.
 func (l *leadership) transferee(not uint64) *membership.Member {
@@ -440,6 +465,21 @@ func (l *leadership) transferee(not uint64) *membership.Member {
 		}
 	}
 	return best
+}
+
+// answering is the voters other than not that answered the last status
+// probe, fastest first.
+func (l *leadership) answering(not uint64) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []uint64
+	for _, v := range voting(l.m.etcd.Server.Cluster().Members()) {
+		if _, ok := l.rtt[uint64(v.ID)]; ok && uint64(v.ID) != not {
+			out = append(out, uint64(v.ID))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b uint64) int { return cmp.Compare(l.rtt[a], l.rtt[b]) })
+	return out
 }
 
 // Slow is this member's verdict on the leader, nil while it is not slow
@@ -465,22 +505,28 @@ func (m *Member) QuorumRoundTrip() time.Duration {
 }
 
 // MoveLeader hands the raft leadership to the voting member called name
-// (or with that hexadecimal ID); "" picks the member that answered this
-// one's last status probe fastest. It returns the old and the new
-// leader's names once the new one leads.
+// (or with that hexadecimal ID); "" lets any voter that answered this
+// one's last status probe take over (the fastest is asked first, the
+// first to catch up with the leader's log takes it). It returns the old
+// and the new leader's names once the new one leads.
 func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, err error) {
-	srv := m.etcd.Server
+	srv, l := m.etcd.Server, m.leadership
 	lead := uint64(srv.Leader())
 	if lead == 0 {
 		return "", "", fmt.Errorf("no raft leader now (an election under way, or no quorum): %w", clusterapi.ErrTryAgain)
 	}
 	voters := voting(srv.Cluster().Members())
 	var target *membership.Member
+	targets := []uint64{}
 	if name == "" {
 		target = m.leadership.transferee(lead)
 		if target == nil {
 			return "", "", fmt.Errorf("no other voting member answers: %w", clusterapi.ErrTryAgain)
 		}
+		// Any member that answers will do: the fastest is asked first,
+		// and whichever catches up with the leader's log first takes
+		// over (moveLeaderTo).
+		targets = l.answering(lead)
 	} else {
 		for _, v := range srv.Cluster().Members() {
 			if v.Name == name || v.ID.String() == name {
@@ -498,86 +544,149 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 	if uint64(target.ID) == lead {
 		return from, target.Name, nil
 	}
-	if _, err := m.moveLeaderTo(ctx, uint64(target.ID)); err != nil {
+	if len(targets) == 0 {
+		targets = []uint64{uint64(target.ID)}
+	}
+	if _, err := m.moveLeaderTo(ctx, targets, false); err != nil {
 		return from, target.Name, err
 	}
-	m.log.Info("Moved the etcd leadership", "from", from, "to", target.Name)
-	return from, target.Name, nil
+	to = memberNameOf(voters, uint64(srv.Leader()))
+	m.log.Info("Moved the etcd leadership", "from", from, "to", to)
+	return from, to, nil
 }
 
-// moveLeaderTo asks the leader to transfer its leadership to id (in
-// process when this member leads, else over the leader's client port) and
-// waits until this member sees id lead, within moveTimeout. raft hands the
-// leadership over only once the transferee holds the leader's whole log,
-// and gives up after an election timeout: a slow leader's transferee may
-// need longer to catch up, so the transfer is asked for again until it
-// happens (the appends go on between the attempts).
-func (m *Member) moveLeaderTo(ctx context.Context, id uint64) (from string, err error) {
+// moveLeaderTo asks the leader to transfer its leadership to one of
+// targets (in process when this member leads, else over the leader's
+// client port) and waits until this member sees one of them lead, within
+// moveTimeout. With offSlow set it is done as soon as any other member
+// than the leader it began with leads (a follower's automatic move off a
+// slow leader: the leadership left it, whoever took it).
+//
+// raft hands the leadership over only once the transferee holds the
+// leader's whole log, and gives the transfer one election timeout; while a
+// transfer is under way the leader drops every proposal. Off a throttled
+// link the transferee's appends queue behind everything else the leader
+// sends: measured on a 96 kbit link, 15-45 KB of appends stood in the
+// leader's socket send queue of each follower when the move began,
+// draining at 1-4 KB/s (retransmissions take the rest of the link), and
+// a follower's commit index stood still for up to 16 s. One transfer
+// asked for at a time never completed there: each ended with entries
+// still on their way, and the pause before the next let new writes in,
+// which refilled the queue. The transfer is therefore asked for again
+// every transferReask: the leader admits hardly a write from then on (raft
+// ignores a request for the transfer under way, and one for another
+// member starts that one at once), its queues drain, and the transfer in
+// place when a transferee has caught up completes (its MsgTimeoutNow is
+// sent at the transferee's next acknowledgement, or at once when a
+// request finds it caught up). With several targets the requests go to
+// each in turn, so that the first to catch up takes over: a follower's
+// stream from a throttled leader may break, and raft then sends it the
+// whole tail again at every heartbeat, which a move to it alone waited
+// out in vain. The writes held meanwhile wait (the member's store sends a
+// dropped proposal again until its request timeout) and go to the new
+// leader.
+func (m *Member) moveLeaderTo(ctx context.Context, targets []uint64, offSlow bool) (from string, err error) {
 	srv := m.etcd.Server
 	members := srv.Cluster().Members()
-	from = memberNameOf(members, uint64(srv.Leader()))
+	start := uint64(srv.Leader())
+	from = memberNameOf(members, start)
 	ctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
+	done := func() bool {
 		lead := uint64(srv.Leader())
-		if lead == id {
-			return from, nil
+		return slices.Contains(targets, lead) || offSlow && lead != 0 && lead != start
+	}
+	reask := transferReask
+	if len(targets) > 1 {
+		// Each request names another member than the last, which
+		// starts a transfer afresh (raft's timeout with it): no gap.
+		reask = transferReaskAlternating
+	}
+	tick := time.NewTicker(reask)
+	defer tick.Stop()
+	var asks sync.WaitGroup
+	defer asks.Wait()
+	var mu sync.Mutex
+	var lastErr error
+	attempts := 0
+	for !done() {
+		if lead := uint64(srv.Leader()); lead != 0 {
+			id := targets[attempts%len(targets)]
+			attempts++
+			asks.Go(func() {
+				if err := m.askTransfer(ctx, members, lead, id); err != nil {
+					mu.Lock()
+					lastErr = err
+					mu.Unlock()
+				}
+			})
 		}
-		if lead != 0 {
-			err = m.askTransfer(ctx, members, lead, id)
-		}
-		if uint64(srv.Leader()) == id {
-			return from, nil
-		}
-		// A random pause: another member asking a transfer to another
-		// target (an operator's move beside a follower's automatic one)
-		// aborts this one in raft, and this one aborts its; in step they
-		// would abort each other until both gave up.
-		pause := raftHeartbeat + rand.N(2*raftElection)
 		select {
 		case <-ctx.Done():
+			if done() {
+				return from, nil
+			}
+			mu.Lock()
+			err = lastErr
+			mu.Unlock()
 			if err == nil {
 				err = ctx.Err()
 			}
-			return from, fmt.Errorf("move the leadership from %s to %s (%d attempts within %s): %w", from, memberNameOf(members, id), attempt+1, moveTimeout, err)
-		case <-time.After(pause):
+			names := make([]string, len(targets))
+			for i, id := range targets {
+				names[i] = memberNameOf(members, id)
+			}
+			return from, fmt.Errorf("move the leadership from %s to %s (asked %d times within %s): %w", from, strings.Join(names, " or "), attempts, moveTimeout, err)
+		case <-tick.C:
 		}
 	}
+	return from, nil
 }
 
-// askTransfer asks leader lead once to transfer its leadership to id, and
-// waits up to two election timeouts for it.
+// transferReask is how often a move to one member asks the leader again
+// for its transfer: raft ignores a request for the transfer under way and
+// ends that one after its timeout (one election timeout, 700 ms), so the
+// leader admits writes only in the moment before the next request. One
+// request is a few hundred bytes. Requests that alternate between
+// members each start a new transfer (and its timeout), so they need come
+// only well within the timeout: transferReaskAlternating.
+const (
+	transferReask            = 100 * time.Millisecond
+	transferReaskAlternating = 300 * time.Millisecond
+)
+
+// askTransfer asks leader lead once to transfer its leadership to id. The
+// request ends once the leader has taken it (raft ignores it while the
+// same transfer is under way); moveLeaderTo watches for the outcome.
 func (m *Member) askTransfer(ctx context.Context, members []*membership.Member, lead, id uint64) error {
 	srv := m.etcd.Server
-	actx, cancel := context.WithTimeout(ctx, 2*raftElection)
+	actx, cancel := context.WithTimeout(ctx, raftElection)
 	defer cancel()
+	var err error
 	if lead == uint64(srv.MemberID()) {
-		return srv.MoveLeader(actx, lead, id)
-	}
-	var leader *membership.Member
-	for _, v := range members {
-		if uint64(v.ID) == lead {
-			leader = v
+		err = srv.MoveLeader(actx, lead, id)
+	} else {
+		var leader *membership.Member
+		for _, v := range members {
+			if uint64(v.ID) == lead {
+				leader = v
+			}
 		}
-	}
-	if leader == nil || len(leader.ClientURLs) == 0 {
-		return fmt.Errorf("the leader %x has no client URL: %w", lead, clusterapi.ErrTryAgain)
-	}
-	c, err := m.leadership.peer(leader.ClientURLs[0])
-	if err != nil {
-		return err
-	}
-	if _, err = c.MoveLeader(actx, id); err != nil {
-		return err
-	}
-	for uint64(srv.Leader()) != id {
-		select {
-		case <-actx.Done():
-			return actx.Err()
-		case <-time.After(raftHeartbeat / 2):
+		if leader == nil || len(leader.ClientURLs) == 0 {
+			return fmt.Errorf("the leader %x has no client URL: %w", lead, clusterapi.ErrTryAgain)
 		}
+		c, perr := m.leadership.peer(leader.ClientURLs[0])
+		if perr != nil {
+			return perr
+		}
+		_, err = c.MoveLeader(actx, id)
 	}
-	return nil
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		// The leader took the request and waited for the transfer
+		// past this request's end: the next one follows it.
+		return nil
+	}
+	return err
 }
 
 // probeKey is never written: reading it linearizably costs a ReadIndex

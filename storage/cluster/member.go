@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	// cannot have it must fail before its etcd server joins the raft group
 	// and publishes itself (a joiner would otherwise look started, then
 	// vanish).
-	peerLn, err := net.Listen("tcp", cfg.ListenPeer)
+	peerLn, err := listenPeer(cfg.ListenPeer) // peerlisten_linux.go
 	if err != nil {
 		return nil, fmt.Errorf("cluster: peer port: %w", err)
 	}

@@ -53,12 +53,12 @@ func (m *Member) recoverSpace() {
 // raise it again at once.
 func (m *Member) recoverSpaceOnce(ctx context.Context) error {
 	self := uint64(m.etcd.Server.MemberID())
-	alarms, err := m.local.AlarmList(ctx)
-	if err != nil {
-		return fmt.Errorf("list alarms: %w", err)
-	}
+	// The alarms as this member applied them: etcd's AlarmList is a raft
+	// proposal, which a leader drops while it hands its leadership over
+	// (a move off a slow leader holds it for seconds), and a stale list
+	// costs at most one recoverSpaceEvery.
 	var mine *pb.AlarmMember
-	for _, a := range alarms.Alarms {
+	for _, a := range m.etcd.Server.Alarms() {
 		if a.Alarm == pb.AlarmType_NOSPACE && a.MemberID == self {
 			mine = a
 		}

@@ -159,24 +159,26 @@ func TestClusterSlowLeader(t *testing.T) {
 	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s); %d writes through the followers succeeded meanwhile, the longest gap between them %v",
 		follower.name, time.Since(throttled).Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, slowWrites, stall.Round(time.Millisecond))
 	moved := time.Now()
-	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
+	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
 	// The throttled leader may be deposed meanwhile (an election, or the
 	// members' own move of a slow leader): the command then says to try
 	// again shortly, as an operator would.
-	for code != 0 && strings.Contains(errOut, "try again") && time.Since(moved) < 20*time.Second {
+	for code != 0 && strings.Contains(errOut, "try again") && time.Since(moved) < 30*time.Second {
 		time.Sleep(500 * time.Millisecond)
-		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "20s")
+		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
 	}
-	// Whether a transfer completes through a saturated link is a timing
-	// target (issue 29 item 6): on the quiet machine the transferee did
-	// not catch up within raft's transfer timeout in some runs. The rest
-	// of the test needs the move; the history is checked either way.
+	// A move through the saturated link must complete: the move asks for
+	// the transfer until the transferee has caught up (it did not, in 3
+	// of 5 runs on a quiet machine, when it asked once per 1.4 s). How
+	// long it takes is measured, not bounded: it waits for the appends
+	// queued on the link to drain. The rest of the test needs the move;
+	// the history is checked either way.
 	endEarly := func(what string) {
 		t.Helper()
 		leader.host.unthrottle(t)
 		stopWriters()
 		hist.check(t)
-		timingTarget(t, false, "%s", what)
+		t.Errorf("the leadership did not leave the throttled leader: %s", what)
 	}
 	if code != 0 {
 		endEarly(fmt.Sprintf("cluster move-leader %s off the throttled %s: exit %d: %s%s", follower.name, leader.name, code, out, errOut))
@@ -198,7 +200,10 @@ func TestClusterSlowLeader(t *testing.T) {
 	leader.host.throttle(t, slowLeaderRate)
 	t.Logf("throttled %s, the etcd leader, to %s; waiting for a follower to move the leadership", leader.name, slowLeaderRate)
 	var newLeader string
-	for deadline := time.Now().Add(60 * time.Second); newLeader == ""; {
+	// The verdict (about 6 s), the wait of a follower whose lowest-ID
+	// peer cannot move (15 s: in its cooldown after round 1) and a move
+	// (up to 40 s) fit in 90 s.
+	for deadline := time.Now().Add(90 * time.Second); newLeader == ""; {
 		for _, m := range members {
 			if m == leader {
 				continue
@@ -210,7 +215,7 @@ func TestClusterSlowLeader(t *testing.T) {
 		switch {
 		case newLeader != "":
 		case time.Now().After(deadline):
-			endEarly("no follower moved the leadership off the throttled " + leader.name + " within 60 s")
+			endEarly("no follower moved it off " + leader.name + " within 90 s of the throttle, and the others elected none")
 			return
 		default:
 			time.Sleep(200 * time.Millisecond)
