@@ -198,10 +198,15 @@ func (s *Store) confirmLease(ctx context.Context, id clientv3.LeaseID, ttl time.
 	}
 }
 
+// ElectionsPrefix is where every election's prefix (ElectionPrefix) lives.
+func ElectionsPrefix(prefix string) string {
+	return prefix + reservedDir + "elections/"
+}
+
 // ElectionPrefix is where the candidates' keys of election name live: the
 // key with the lowest create revision belongs to the leader.
 func ElectionPrefix(prefix, name string) string {
-	return prefix + reservedDir + "elections/" + name + "/"
+	return ElectionsPrefix(prefix) + name + "/"
 }
 
 // identity names this process in its election key, for operators: name
