@@ -3,8 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,5 +173,143 @@ func TestReapElectionLeases(t *testing.T) {
 	checkRenewed()
 	if n := m.reaped.Load(); n == 0 || n > elections {
 		t.Errorf("the member revoked %d of the %d expired holders' leases: want at least one (it reads them every %v, etcd every 500 ms), and none renewed", n, elections, reapEvery)
+	}
+}
+
+// TestHolderStopsBeforeReapedSuccessorLeads: a holder of an election whose
+// connection to the member stalls (as its server died, or was cut off)
+// gives up leadership before the member revokes its expired lease and a
+// successor leads: never two leaders at once. Both are real stores on a
+// real member; the holder reaches it through a proxy that stops
+// forwarding.
+func TestHolderStopsBeforeReapedSuccessorLeads(t *testing.T) {
+	m, cfg := startMember(t, t.TempDir())
+	tlsCfg, err := etcd.TLSConfig(cfg.Paths.CAFile, cfg.Paths.CertFile, cfg.Paths.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := strings.TrimPrefix(m.ClientURL(), "https://")
+	proxy := newStallingProxy(t, target)
+	open := func(url, id string) *etcd.Store {
+		s, err := etcd.Open(context.Background(), etcd.Options{
+			Endpoints: []string{url}, Prefix: m.cfg.Prefix, TLS: tlsCfg, CompactInterval: -1,
+			ElectionTTL: 2 * time.Second, Identity: id, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatalf("Open %s: %v", url, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open("https://"+proxy.addr(), "a"), open(m.ClientURL(), "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lostA, err := a.Campaign(ctx, "ctrl")
+	if err != nil {
+		t.Fatalf("a's campaign: %v", err)
+	}
+	bLeads := make(chan time.Time, 1)
+	go func() {
+		if _, err := b.Campaign(ctx, "ctrl"); err == nil {
+			bLeads <- time.Now()
+		}
+	}()
+	aStopped := make(chan time.Time, 1)
+	go func() {
+		<-lostA
+		aStopped <- time.Now()
+	}()
+	select {
+	case at := <-bLeads:
+		t.Fatalf("b leads (at %v) while a does", at)
+	case <-time.After(time.Second):
+	}
+	stalled := time.Now()
+	proxy.stall()
+	var stopped, led time.Time
+	select {
+	case led = <-bLeads:
+		select {
+		case stopped = <-aStopped:
+		default:
+			t.Fatalf("b leads %v after a's connection stalled, while a has not given up its leadership", led.Sub(stalled))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("b does not lead 30 s after a's connection stalled (TTL 2 s)")
+	}
+	if !stopped.Before(led) {
+		t.Fatalf("a gave up its leadership %v after the stall, b led %v after it: two leaders at once", stopped.Sub(stalled), led.Sub(stalled))
+	}
+	t.Logf("a's connection stalled: a gave up after %v, b led after %v (leases the member revoked at expiry: %d)",
+		stopped.Sub(stalled).Round(time.Millisecond), led.Sub(stalled).Round(time.Millisecond), m.reaped.Load())
+}
+
+// stallingProxy forwards TCP connections to target until stall, after
+// which it keeps them open and forwards nothing (a peer gone silent).
+type stallingProxy struct {
+	ln      net.Listener
+	target  string
+	stalled atomic.Bool
+}
+
+func newStallingProxy(t *testing.T, target string) *stallingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallingProxy{ln: ln, target: target}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			go p.pipe(u, c)
+			go p.pipe(c, u)
+		}
+	}()
+	return p
+}
+
+func (p *stallingProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallingProxy) stall() { p.stalled.Store(true) }
+
+// pipe copies src to dst until the proxy stalls; then it holds both open.
+func (p *stallingProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if p.stalled.Load() {
+			return
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = dst.Close()
+			return
+		}
 	}
 }

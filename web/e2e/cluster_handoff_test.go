@@ -52,7 +52,7 @@ func TestClusterHandoffs(t *testing.T) {
 		rounds = n
 	}
 	members := startCluster(t)
-	h := &handoffs{t: t, members: members, measured: map[string][]time.Duration{}}
+	h := &handoffs{t: t, members: members, measured: map[string][]time.Duration{}, lostLeases: map[*testServer]int{}, reaped: map[*testServer]int{}}
 	h.round("handoff-cpu-and-move", func(hist *leaseHistory) { h.cpuLoadAndMove(hist) })
 	for i := range rounds {
 		h.round(fmt.Sprintf("handoff-%02d-leader", i), func(hist *leaseHistory) { h.killEtcdLeader(hist) })
@@ -67,6 +67,37 @@ type handoffs struct {
 	members  []*clusterMember
 	mu       sync.Mutex
 	measured map[string][]time.Duration
+	// lostLeases counts, per member process, the times its election
+	// controller gave up a lease it could not renew in time (churn: its
+	// member did not die).
+	lostLeases map[*testServer]int
+	// reaped counts, per member process, the election leases it revoked
+	// at expiry (storage/cluster's reap.go) rather than etcd's check.
+	reaped map[*testServer]int
+}
+
+// leaseLostLog is what a member logs when its campaign's lease could not
+// be renewed in time (storage/etcd's elector.go).
+const leaseLostLog = "Election lease expired or could not be renewed"
+
+// countLostLeases adds the lease losses the members logged since the last
+// count.
+func (h *handoffs) countLostLeases() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	total := 0
+	for _, m := range h.members {
+		n := strings.Count(m.ts.Log(), leaseLostLog)
+		if n > h.lostLeases[m.ts] {
+			h.t.Logf("%s gave up the election controller's lease %d times: it could not renew it in time", m.name, n-h.lostLeases[m.ts])
+		}
+		h.lostLeases[m.ts] = n
+		h.reaped[m.ts] = strings.Count(m.ts.Log(), "Revoked an expired election lease")
+	}
+	for _, n := range h.lostLeases {
+		total += n
+	}
+	return total
 }
 
 func (h *handoffs) measure(what string, d time.Duration) {
@@ -82,6 +113,12 @@ func (h *handoffs) summary() {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	h.t.Logf("SUMMARY: election controller leases given up by a live member (not renewed in time): %d", h.countLostLeases())
+	reaped := 0
+	for _, n := range h.reaped {
+		reaped += n
+	}
+	h.t.Logf("SUMMARY: election leases the raft leader revoked as soon as they expired (the others at etcd's check every 500 ms): %d", reaped)
 	for _, n := range names {
 		ds := slices.Clone(h.measured[n])
 		slices.Sort(ds)
@@ -124,6 +161,7 @@ func (h *handoffs) round(lease string, fault func(hist *leaseHistory)) {
 		return true, ""
 	})
 	fault(hist)
+	h.countLostLeases()
 	for _, m := range h.members {
 		select {
 		case <-m.ts.proc.exited:
@@ -184,6 +222,8 @@ func (h *handoffs) others(dead *clusterMember) []*clusterMember {
 func (h *handoffs) cpuLoadAndMove(hist *leaseHistory) {
 	t := h.t
 	leader, _ := h.etcdLeader()
+	ctrl := controllerOn(t, h.members, 30*time.Second)
+	termBefore, movesBefore := raftTerm(t, h.members[0]), h.leadershipMoves()
 	stopBurn := make(chan struct{})
 	var burners sync.WaitGroup
 	for range runtime.NumCPU() {
@@ -216,6 +256,14 @@ func (h *handoffs) cpuLoadAndMove(hist *leaseHistory) {
 	}
 	close(stopBurn)
 	burners.Wait()
+	// A move of the leadership (off the controller's member) is an
+	// election too: the others are the load's.
+	moves := h.leadershipMoves() - movesBefore
+	elections := int(raftTerm(t, h.members[0])-termBefore) - moves
+	ctrlAfter := controllerOn(t, h.members, 30*time.Second)
+	t.Logf("MEASURED: %v of %d CPU burners beside the cluster: %d raft elections besides %d moves of the leadership; the election controller ran on %s before, on %s after",
+		cpuLoadFor, runtime.NumCPU(), elections, moves, ctrl.name, ctrlAfter.name)
+	timingTarget(t, elections <= 0 && ctrlAfter == ctrl, "CPU load alone made %d raft elections (besides %d moves) and moved the election controller from %s to %s", elections, moves, ctrl.name, ctrlAfter.name)
 	for _, m := range h.members {
 		if log := m.ts.Log(); strings.Contains(log, "slow etcd leader") || strings.Contains(log, "leader's commits are slow") {
 			t.Errorf("under CPU load alone %s suspected or moved the leader; its log:\n%s", m.name, log)
@@ -260,6 +308,37 @@ func (h *handoffs) cpuLoadAndMove(hist *leaseHistory) {
 // cpuLoadFor is how long cpuLoadAndMove burns the CPUs: longer than a
 // slow verdict (3 probes) and the automatic move's wait (5 s) together.
 const cpuLoadFor = 12 * time.Second
+
+// leadershipMoves counts the moves of the raft leadership the members
+// logged.
+func (h *handoffs) leadershipMoves() int {
+	n := 0
+	for _, m := range h.members {
+		n += strings.Count(m.ts.Log(), "Moved the etcd leadership")
+	}
+	return n
+}
+
+// raftTerm is the raft term m's etcd is in.
+func raftTerm(t *testing.T, m *clusterMember) uint64 {
+	t.Helper()
+	pki := filepath.Join(m.dataDir, "cluster", "pki")
+	url := memberClientURL(t, m)
+	cli := etcdClientWith(t, url, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "member.crt"), filepath.Join(pki, "member.key"))
+	defer cli.Close()
+	var term uint64
+	eventually(t, 30*time.Second, "the raft term from "+m.name, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := cli.Status(ctx, url)
+		if err != nil {
+			return false, err.Error()
+		}
+		term = st.RaftTerm
+		return true, ""
+	})
+	return term
+}
 
 func (h *handoffs) killEtcdLeader(hist *leaseHistory) {
 	t := h.t
