@@ -252,7 +252,7 @@ func openEtcd(ctx context.Context, c Config, autoSync, requestTimeout time.Durat
 // crash. The holder gives it up when no renewal was answered within two
 // thirds of it (1.3 s; the members' quorum round trip on a loaded 2-core
 // machine stays under 0.3 s), and etcd's shortest lease on the members'
-// 500 ms election timeout is 1 s.
+// 700 ms election timeout is 1 s.
 func clusterElectionTTL(requestTimeout time.Duration) time.Duration {
 	if requestTimeout <= 0 {
 		return 0

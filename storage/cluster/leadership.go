@@ -25,11 +25,8 @@ import (
 // randomizes each follower's timeout in [E, 2E), so after the leader's
 // member dies the survivors elect a new one 1-2 s later, and the next
 // write waits for that. The members of a leasehold cluster are a few
-// devices on one LAN: a 500 ms election timeout (5 heartbeats, etcd's
-// smallest ratio) elects within 0.5-1 s (700 ms before: 0.7-1.4 s; the
-// election controller's hand-off when one crash took it and the raft
-// leader was 3.4-3.8 s with the 700 ms, the 4 s target missed when the
-// election took long). Pre-vote (etcd's default, set here explicitly) keeps
+// devices on one LAN: a 700 ms election timeout (7 heartbeats) elects
+// within 0.7-1.4 s. Pre-vote (etcd's default, set here explicitly) keeps
 // a member that missed heartbeats from deposing a leader the others still
 // hear: a spurious election needs the leader itself to stall for the whole
 // timeout. The etcd leases behind the election controller are extended by
@@ -66,7 +63,7 @@ import (
 
 const (
 	raftHeartbeat = 100 * time.Millisecond
-	raftElection  = 500 * time.Millisecond
+	raftElection  = 700 * time.Millisecond
 
 	// probeEvery is how often a member probes the leadership.
 	probeEvery = time.Second

@@ -106,10 +106,10 @@ func (s *Store) campaignOnce(ctx context.Context, name string) (<-chan struct{},
 		defer stopConfirming()
 		select {
 		case <-sess.Done():
-			s.log.Warn("Election lease expired or could not be renewed", "election", name)
+			s.log.Warn("Election lease expired or could not be renewed", "election", name, "lease", int64(lease.ID))
 			return
 		case <-unconfirmed:
-			s.log.Warn("Election lease expired or could not be renewed", "election", name, "reason", "no renewal confirmed within two thirds of its TTL")
+			s.log.Warn("Election lease expired or could not be renewed", "election", name, "lease", int64(lease.ID), "reason", "no renewal confirmed within two thirds of its TTL")
 			// Revoking may take the whole TTL without a quorum: leadership
 			// is given up now, the revocation follows.
 			s.wg.Go(func() { _ = sess.Close() })

@@ -261,7 +261,7 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 // knows no leader, before the request runs (so sending it again is safe),
 // and a leadership move (the members' own, off the election controller's
 // member) leaves it without one for milliseconds: without the grace such a
-// write answered 500. It is no longer than an election timeout (500 ms), so
+// write answered 500. It is short beside an election timeout (700 ms), so
 // that a member cut off from its quorum still fails fast.
 const noLeaderGrace = 500 * time.Millisecond
 
