@@ -22,7 +22,9 @@ import (
 // The proof. etcd answers a lease's remaining time in whole seconds,
 // rounded toward zero (LeaseTimeToLive). A reading of 0 or less means
 // under a second left when it was taken; a renewal sets the remaining
-// time back to the lease's TTL (reapMinTTL or more), so a reading taken
+// time back to the lease's TTL (reapMinTTL or more; the members do not
+// enable etcd's lease checkpoints, with which a renewal after a leader
+// change could set less), so a reading taken
 // less than reapMaxGap after a renewal reads 1 or more. Hence readings of
 // 0 or less, none more than reapMaxGap after the one before, the first
 // received at t and the last sent at t+1s or later, prove that no renewal
