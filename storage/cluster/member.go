@@ -107,6 +107,9 @@ type Member struct {
 	stopFollow context.CancelFunc
 	// leadership probes the raft leader and places it (leadership.go).
 	leadership *leadership
+	// reaped counts the election leases this member revoked at expiry
+	// (reap.go).
+	reaped atomic.Int64
 	// renewNow wakes the certificate renewal (renew.go) when a rotation
 	// asks every certificate to renew.
 	renewNow chan struct{}
@@ -250,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	m.background.Go(m.recoverSpace)
 	if !cfg.scratch {
 		m.background.Go(m.renewMember)
+		m.background.Go(m.reapElectionLeases)
 	}
 	return m, nil
 }
