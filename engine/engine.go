@@ -163,6 +163,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// ReleaseMemory drops what the engine keeps only to save work under load:
+// the decoded objects its watchers share (up to 1,024 of them, with their
+// managedFields, a megabyte or two that an idle server kept for good).
+// The server calls it when it goes quiet; the next event is decoded again.
+func (e *Engine) ReleaseMemory() { e.decoded.clear() }
+
 // Resources lists the served resources: Lease, LeaseCandidate,
 // Namespace, Event (core), Event (events.k8s.io).
 func (e *Engine) Resources() []*Resource { return e.resources }
