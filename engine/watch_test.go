@@ -264,13 +264,33 @@ func TestReleaseMemoryDropsDecodedEvents(t *testing.T) {
 	if n := cached(); n != 0 {
 		t.Fatalf("%d decoded objects kept after ReleaseMemory", n)
 	}
+	env.e.hubsMu.Lock()
+	for _, h := range env.e.hubs {
+		h.mu.Lock()
+		if len(h.ring) != 0 {
+			t.Errorf("a shared watch keeps %d recent events after ReleaseMemory", len(h.ring))
+		}
+		h.mu.Unlock()
+	}
+	env.e.hubsMu.Unlock()
+	// A watch from before the release is served all the same.
+	w2, err := env.e.Watch(ctx, sc, &metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	if got := describe(next(t, w2)); got != "ADDED a@"+a.ResourceVersion+" map[]" {
+		t.Fatalf("a watch from before the release: got %s", got)
+	}
 	cur := env.mustGet(t, "default", "a")
 	cur.Annotations = map[string]string{"after": "release"}
 	upd, _, err := env.e.Update(ctx, sc, "a", cur, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := describe(next(t, w)); got != "MODIFIED a@"+upd.(*coordinationv1.Lease).ResourceVersion+" map[after:release]" {
-		t.Errorf("after ReleaseMemory: got %s", got)
+	for _, w := range []watch.Interface{w, w2} {
+		if got := describe(next(t, w)); got != "MODIFIED a@"+upd.(*coordinationv1.Lease).ResourceVersion+" map[after:release]" {
+			t.Errorf("after ReleaseMemory: got %s", got)
+		}
 	}
 }
