@@ -42,8 +42,12 @@ RUNS=${RUNS:-5}
 PORT=${PORT:-27511}
 
 PIDS=()
+# ours PID: the process is still one of our servers (its command line
+# names $WORK), not a process that reused the number of one that ended.
+ours() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -q -- "$WORK"; }
+
 cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do if ours "$p"; then kill "$p" 2>/dev/null || true; fi; done
 	sleep 1
 	rm -rf "$WORK"
 }
@@ -54,6 +58,11 @@ median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)
 
 # mem PID: RssAnon, Pss, Pss_Anon and VmHWM in MiB.
 mem() {
+	if ! ours "$1"; then
+		echo "server $1 is gone; the end of its log:" >&2
+		tail -n 20 "$WORK"/*.log >&2
+		exit 1
+	fi
 	awk '/^RssAnon:/{printf "RssAnon %.1f  ", $2/1024}' "/proc/$1/status"
 	awk '/^Pss:/{p=$2} /^Pss_Anon:/{a=$2} END{printf "Pss %.1f  Pss_Anon %.1f  ", p/1024, a/1024}' "/proc/$1/smaps_rollup"
 	awk '/^VmHWM:/{printf "VmHWM %.1f MiB", $2/1024}' "/proc/$1/status"
@@ -61,6 +70,7 @@ mem() {
 
 # stop PID: SIGTERM and wait until it is gone (it may not be our child).
 stop() {
+	ours "$1" || return 0
 	kill "$1" 2>/dev/null || return 0
 	for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
 	echo "server $1 did not stop in 60 s" >&2
@@ -114,8 +124,8 @@ restart() {
 	echo "restart: median $(median "${times[@]}") ms, $(median "${cpus[@]}") ms of CPU, of $RUNS"
 	# Each stop above was clean, so each start skipped the page walk of
 	# the database check; after a SIGKILL the check walks every page.
-	kill -9 "$SINGLE_PID"
-	while kill -0 "$SINGLE_PID" 2>/dev/null; do sleep 0.1; done
+	if ours "$SINGLE_PID"; then kill -9 "$SINGLE_PID"; fi
+	while ours "$SINGLE_PID"; do sleep 0.1; done
 	local before
 	before=$(load)
 	start single "$PORT" --data-dir "$WORK/single"
