@@ -263,8 +263,9 @@ func (s *server) webOptions(sec *security.Security) web.Options {
 		},
 	}
 	opts.UI.HandOverPreview = s.elect.PreviewHandOver
+	opts.OnIdle = s.eng.ReleaseMemory
 	if r, ok := s.store.(storage.MemoryReleaser); ok {
-		opts.OnIdle = r.ReleaseMemory
+		opts.OnIdle = func() { s.eng.ReleaseMemory(); r.ReleaseMemory() }
 	}
 	if b, ok := s.store.(storage.Backuper); ok {
 		opts.Backup = b.Backup

@@ -93,6 +93,16 @@ func (c *decodeCache) get(k *kind, key string, rev int64, value []byte) (object,
 	return o, nil
 }
 
+// clear drops every cached object. The map is replaced, not emptied: a
+// map keeps the table it grew to.
+func (c *decodeCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = make(map[decodeKey]decoded)
+	clear(c.order)
+	c.first, c.n, c.bytes = 0, 0, 0
+}
+
 // ShallowCopy gives a consumer its own top-level copy of an object the
 // engine shares between watchers. Encoders write the TypeMeta of what they
 // encode (the versioning codec sets and restores it), so concurrent

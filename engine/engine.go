@@ -163,6 +163,26 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// ReleaseMemory drops what the engine keeps only to save work under load:
+// the decoded objects its watchers share and each shared watch's ring of
+// recent events (up to 1,024 each, with their managedFields: about a
+// megabyte that an idle server kept for good). The server calls it when
+// it goes quiet; the next event is decoded again, and a watch starting
+// before the release's revision is served from the store's history
+// instead of the ring.
+func (e *Engine) ReleaseMemory() {
+	e.decoded.clear()
+	e.hubsMu.Lock()
+	hubs := make([]*watchHub, 0, len(e.hubs))
+	for _, h := range e.hubs {
+		hubs = append(hubs, h)
+	}
+	e.hubsMu.Unlock()
+	for _, h := range hubs { // not under hubsMu: see stopLocked
+		h.releaseRing()
+	}
+}
+
 // Resources lists the served resources: Lease, LeaseCandidate,
 // Namespace, Event (core), Event (events.k8s.io).
 func (e *Engine) Resources() []*Resource { return e.resources }

@@ -271,6 +271,7 @@ func (p *listPaging) takeRaw(kvs []storage.KeyValue) {
 // takeMatching decodes a storage page and appends the objects the
 // selectors match, up to the limit.
 func (e *Engine) takeMatching(ctx context.Context, k *kind, q *listQuery, p *listPaging, kvs []storage.KeyValue) {
+	skip := listSkip(ctx)
 	if p.items == nil {
 		p.items = make([]object, 0, len(kvs))
 	}
@@ -280,6 +281,9 @@ func (e *Engine) takeMatching(ctx context.Context, k *kind, q *listQuery, p *lis
 			return
 		}
 		p.lastKey = kv.Key
+		if skip != nil && skip(kv.Value) {
+			continue
+		}
 		obj, err := k.decode(kv.Value, kv.ModRevision)
 		if err != nil {
 			// One damaged record must not hide all the others.
@@ -291,6 +295,24 @@ func (e *Engine) takeMatching(ctx context.Context, k *kind, q *listQuery, p *lis
 			p.items = append(p.items, obj)
 		}
 	}
+}
+
+type listSkipKey struct{}
+
+// WithListSkip marks ctx so that List asks skip about each stored value
+// before decoding it, and leaves out those it answers true for, as if a
+// selector had not matched them. It is for in-process callers that list
+// everything to find a few objects, and can tell the rest from the stored
+// bytes for less than a decode (the election controller's start, which
+// looks for the few coordinated leases among thousands): skip must not
+// keep or modify the value. The HTTP API never sets it.
+func WithListSkip(ctx context.Context, skip func(stored []byte) bool) context.Context {
+	return context.WithValue(ctx, listSkipKey{}, skip)
+}
+
+func listSkip(ctx context.Context) func([]byte) bool {
+	f, _ := ctx.Value(listSkipKey{}).(func([]byte) bool)
+	return f
 }
 
 // listMeta is the page's resourceVersion and, when more remain, its

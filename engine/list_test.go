@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -194,5 +195,36 @@ func TestListPagination(t *testing.T) {
 	rest, err := listLeases(t, env, "default", &metav1.ListOptions{Limit: 10, Continue: st.ListMeta.Continue})
 	if err != nil || len(rest.Items) != 4 {
 		t.Fatalf("continuing with the fresh token: %v %v", err, names(rest))
+	}
+}
+
+// TestListSkip: a list whose context carries WithListSkip leaves out the
+// stored values the test answers true for, before decoding them, and the
+// page's resourceVersion is the list's all the same; a list without it
+// (as every HTTP request) is whole.
+func TestListSkip(t *testing.T) {
+	env := newTestEnv(t)
+	for _, name := range []string{"keep-1", "drop-1", "keep-2", "drop-2"} {
+		env.mustCreate(t, "ns", newLease(name))
+	}
+	asked := 0
+	ctx := WithListSkip(context.Background(), func(stored []byte) bool {
+		asked++
+		return bytes.Contains(stored, []byte("drop-"))
+	})
+	out, err := env.e.List(ctx, env.leases(""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*coordinationv1.LeaseList)
+	if n := names(got); fmt.Sprint(n) != "[ns/keep-1 ns/keep-2]" || asked != 4 {
+		t.Errorf("with the skip: %v (asked %d times), want ns/keep-1 and ns/keep-2, asked 4 times", n, asked)
+	}
+	whole, err := listLeases(t, env, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Items) != 4 || whole.ResourceVersion != got.ResourceVersion {
+		t.Errorf("without the skip: %v at %s, want all 4 at %s", names(whole), whole.ResourceVersion, got.ResourceVersion)
 	}
 }

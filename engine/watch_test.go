@@ -235,3 +235,62 @@ func TestWatchFutureRV(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+// TestReleaseMemoryDropsDecodedEvents: the decoded objects watchers share
+// are dropped by ReleaseMemory (an idle server kept up to 1,024 of them
+// for good), and watching goes on, decoding the next event afresh.
+func TestReleaseMemoryDropsDecodedEvents(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := context.Background()
+	sc := env.leases("default")
+	w, err := env.e.Watch(ctx, sc, &metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	a := env.mustCreate(t, "default", newLease("a"))
+	if got := describe(next(t, w)); got != "ADDED a@"+a.ResourceVersion+" map[]" {
+		t.Fatalf("got %s", got)
+	}
+	cached := func() int {
+		env.e.decoded.mu.Lock()
+		defer env.e.decoded.mu.Unlock()
+		return len(env.e.decoded.entries)
+	}
+	if cached() == 0 {
+		t.Fatal("the event was not decoded through the shared cache")
+	}
+	env.e.ReleaseMemory()
+	if n := cached(); n != 0 {
+		t.Fatalf("%d decoded objects kept after ReleaseMemory", n)
+	}
+	env.e.hubsMu.Lock()
+	for _, h := range env.e.hubs {
+		h.mu.Lock()
+		if len(h.ring) != 0 {
+			t.Errorf("a shared watch keeps %d recent events after ReleaseMemory", len(h.ring))
+		}
+		h.mu.Unlock()
+	}
+	env.e.hubsMu.Unlock()
+	// A watch from before the release is served all the same.
+	w2, err := env.e.Watch(ctx, sc, &metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	if got := describe(next(t, w2)); got != "ADDED a@"+a.ResourceVersion+" map[]" {
+		t.Fatalf("a watch from before the release: got %s", got)
+	}
+	cur := env.mustGet(t, "default", "a")
+	cur.Annotations = map[string]string{"after": "release"}
+	upd, _, err := env.e.Update(ctx, sc, "a", cur, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []watch.Interface{w, w2} {
+		if got := describe(next(t, w)); got != "MODIFIED a@"+upd.(*coordinationv1.Lease).ResourceVersion+" map[after:release]" {
+			t.Errorf("after ReleaseMemory: got %s", got)
+		}
+	}
+}

@@ -235,6 +235,16 @@ func (h *watchHub) dispatch(evs []*hubEvent, rev int64) {
 	h.rev = max(h.rev, rev)
 }
 
+// releaseRing forgets the recent events (and so their decoded objects):
+// a watch that starts before the hub's revision then takes the per-watch
+// path, as one older than the ring does.
+func (h *watchHub) releaseRing() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.ring)
+	h.ring, h.ringBytes, h.ringFrom = nil, 0, h.rev
+}
+
 // progress answers the bookmark requests pending at a progress
 // notification: every event up to rev has been queued before it.
 func (h *watchHub) progress(rev int64) {

@@ -90,9 +90,9 @@ type Options struct {
 	// OnIdle, when set, runs with each of the server's quiet-time memory
 	// releases (once traffic falls to a few requests a second, then every
 	// minute while it stays there; see releaseIdleMemory), before the
-	// server returns its own free memory: the place for the storage
-	// backend to drop what it can (storage/boltdb's Store.ReleaseMemory
-	// fits).
+	// server returns its own free memory: the place for the engine and
+	// the storage backend to drop what they can (engine's and
+	// storage/boltdb's ReleaseMemory fit).
 	OnIdle func()
 	// Drains, when set, serves the drain endpoints (drains.go) and turns
 	// the drain annotation of LeaseCandidates into drain records.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/leasehold/leasehold/engine/leasecodec"
 	"github.com/leasehold/leasehold/engine/listwatch"
 )
 
@@ -28,6 +29,7 @@ func (c *Controller) runLeaseInformer(ctx context.Context) {
 		// observeLease copies what it keeps, and nothing here writes to an
 		// event's object: take the objects the engine shares.
 		SharedObjects: true,
+		ListSkip:      c.startLeaseList,
 		Replace: func(l *coordinationv1.LeaseList) {
 			c.replaceLeases(l.Items)
 			c.leasesSynced.Store(true)
@@ -115,12 +117,40 @@ func (c *Controller) storeLeaseLocked(k leaseKey, l *coordinationv1.Lease) (cach
 	// falls back to the live object's).
 	cp := *l
 	cp.ManagedFields = nil
+	c.stores++
 	if old == nil || leaseRecordChanged(old.obj, &cp) {
-		c.leases[k] = &leaseEntry{obj: &cp, renewSeen: c.now()}
+		c.leases[k] = &leaseEntry{obj: &cp, renewSeen: c.now(), stored: c.stores}
 	} else {
-		old.obj = &cp
+		old.obj, old.stored = &cp, c.stores
 	}
 	return true, true
+}
+
+// startLeaseList marks the start of a list of every lease and returns the
+// test that leaves out, undecoded, the stored leases the cache would not
+// take: plain (no strategy, no preferred holder, read from the stored
+// bytes by leasecodec), not cached, without a candidate and not being
+// read. At start that is nearly every lease, and decoding them (with
+// their managedFields) only to drop them was most of the controller's
+// time to ready. A lease that gains a candidate after the test passed it
+// is read before any decision (learnLease), as when the candidate comes
+// after the list; one cached after the list began is newer than the list
+// and is not dropped by it (replaceLeases).
+func (c *Controller) startLeaseList() func(stored []byte) bool {
+	c.mu.Lock()
+	c.listFrom = c.stores
+	c.mu.Unlock()
+	return func(stored []byte) bool {
+		ns, name, coordinated, ok := leasecodec.StoredLeaseCoordination(stored)
+		if !ok || coordinated {
+			return false
+		}
+		k := leaseKey{ns, name}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, reading := c.fetching[k]
+		return c.leases[k] == nil && len(c.cands[k]) == 0 && !reading
+	}
 }
 
 // forgetLease records a lease deletion. A lease the cache never held
@@ -154,8 +184,10 @@ func (c *Controller) replaceLeases(items []coordinationv1.Lease) {
 		}
 	}
 	c.mu.Lock()
-	for k := range c.leases {
-		if !seen[k] {
+	for k, e := range c.leases {
+		// An entry stored after the list began (a read or a write
+		// result) is newer than the list, which may have left it out.
+		if !seen[k] && e.stored <= c.listFrom {
 			delete(c.leases, k)
 			c.deleted[k] = true
 			c.enqueueLocked(k)

@@ -27,6 +27,9 @@ type leaseEntry struct {
 	// renewSeen+duration on the server's clock, never the holder's
 	// renewTime against our clock (upstream compares clocks).
 	renewSeen time.Time
+	// stored is c.stores when the entry was last stored: a relist
+	// drops only entries stored before it began (cache.go).
+	stored uint64
 }
 
 // candEntry is a cached LeaseCandidate with liveness bookkeeping, all on
@@ -78,6 +81,9 @@ type Controller struct {
 	// (concern.go).
 	unfetched map[leaseKey]struct{}
 	fetching  map[leaseKey]int64
+	// stores counts the leases stored in the cache; listFrom is its
+	// value when the last lease list began (cache.go).
+	stores, listFrom uint64
 
 	// queue state, guarded by mu.
 	dirty map[leaseKey]struct{}

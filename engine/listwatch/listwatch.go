@@ -48,6 +48,14 @@ type Options[L List, T runtime.Object] struct {
 	// Apply receives each ADDED, MODIFIED or DELETED event's object, in
 	// order. Events whose object is not a T are skipped. Required.
 	Apply func(typ watch.EventType, obj T)
+	// ListSkip, if set, is called before each list; the test it returns
+	// (nil: none) is asked about each stored value before it is decoded,
+	// and a value it answers true for is left out of that list
+	// (engine.WithListSkip). For a cache that keeps a few of many
+	// objects and can tell the rest from their stored bytes: Replace
+	// then receives only the others, and must not take a left-out
+	// object's absence for its deletion.
+	ListSkip func() func(stored []byte) bool
 	// OnError, if set, is told each failure to list or watch (or an
 	// ERROR event), before the retry; a context ending is none, and
 	// neither is an expired resourceVersion, which only means a relist.
@@ -79,7 +87,13 @@ func Run[L List, T runtime.Object](ctx context.Context, o Options[L, T]) {
 	rv := ""
 	for ctx.Err() == nil {
 		if rv == "" {
-			list, err := list[L](ctx, o.Engine, o.Scope)
+			listCtx := ctx
+			if o.ListSkip != nil {
+				if skip := o.ListSkip(); skip != nil {
+					listCtx = engine.WithListSkip(ctx, skip)
+				}
+			}
+			list, err := list[L](listCtx, o.Engine, o.Scope)
 			if err != nil {
 				fail(fmt.Errorf("list %s: %w", what, err))
 				if !sleep() {

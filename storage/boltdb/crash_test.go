@@ -46,9 +46,15 @@ func crashRecovery(t *testing.T, name string, delay time.Duration) {
 				latest[a.key] = a
 			}
 		}
-		s, err := Open(context.Background(), path, Options{Logger: quietLogger})
-		if err != nil {
-			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
+		// The previous round's Close left a clean-close marker; the
+		// killed child removed it before its first write, so this Open
+		// must walk every page.
+		if markerExists(t, path) {
+			t.Fatalf("round %d: a clean-close marker survived SIGKILL", round)
+		}
+		s, check := openChecked(t, path)
+		if check != "pages walked" {
+			t.Fatalf("round %d: reopen after SIGKILL: fileCheck %q, want every page walked", round, check)
 		}
 		if err := s.Verify(context.Background()); err != nil {
 			t.Fatalf("round %d: integrity: %v", round, err)
@@ -69,6 +75,9 @@ func crashRecovery(t *testing.T, name string, delay time.Duration) {
 		t.Logf("round %d: %d acks, %d keys, revision %d", round, len(acks), len(latest), rev)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if !markerExists(t, path) {
+			t.Fatalf("round %d: Close left no clean-close marker", round)
 		}
 	}
 }

@@ -11,6 +11,13 @@
 // stored: there is no revision history on disk, so the file never grows
 // with write volume and needs no defragmentation.
 //
+// # Opening
+//
+// Before bbolt maps the file, Open checks it (precheck.go) and refuses
+// what bbolt would silently reset or crash on; the walk of every page is
+// skipped only when the file is byte for byte what the last clean Close
+// left (cleanclose.go), never after a crash.
+//
 // # Revisions
 //
 // An empty store is at revision 1, like etcd; the first write gets

@@ -13,9 +13,11 @@ import (
 // iterating the old one without any lock. Each node counts its subtree,
 // so a range's size (List's Count) costs O(log n) too.
 type inode struct {
-	kv          storage.KeyValue
-	prio        uint64 // heap order: a parent's prio is at least its children's
-	size        int    // nodes in this subtree
+	kv storage.KeyValue
+	// prio and size take 32 bits each so that a node fits the 80-byte
+	// size class (96 with 64 each: 160 KB more for 10,000 keys).
+	prio        uint32 // heap order: a parent's prio is at least its children's
+	size        int32  // nodes in this subtree
 	left, right *inode
 }
 
@@ -24,13 +26,13 @@ type inode struct {
 // needs no remembered priority.
 var prioSeed = maphash.MakeSeed()
 
-func prioOf(key string) uint64 { return maphash.String(prioSeed, key) }
+func prioOf(key string) uint32 { return uint32(maphash.String(prioSeed, key)) }
 
 func (n *inode) len() int {
 	if n == nil {
 		return 0
 	}
-	return n.size
+	return int(n.size)
 }
 
 // get returns the value of key.
@@ -83,18 +85,18 @@ func (n *inode) put(kv storage.KeyValue) (_ *inode, added bool) {
 func (c *inode) rotateRight() *inode {
 	l := c.left
 	c.left = l.right
-	c.size = 1 + c.left.len() + c.right.len()
+	c.size = int32(1 + c.left.len() + c.right.len())
 	l.right = c
-	l.size = 1 + l.left.len() + c.size
+	l.size = int32(1+l.left.len()) + c.size
 	return l
 }
 
 func (c *inode) rotateLeft() *inode {
 	r := c.right
 	c.right = r.left
-	c.size = 1 + c.left.len() + c.right.len()
+	c.size = int32(1 + c.left.len() + c.right.len())
 	r.left = c
-	r.size = 1 + c.size + r.right.len()
+	r.size = 1 + c.size + int32(r.right.len())
 	return r
 }
 
@@ -241,6 +243,6 @@ func setSizes(n *inode) int {
 	if n == nil {
 		return 0
 	}
-	n.size = 1 + setSizes(n.left) + setSizes(n.right)
-	return n.size
+	n.size = int32(1 + setSizes(n.left) + setSizes(n.right))
+	return int(n.size)
 }

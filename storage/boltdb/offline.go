@@ -32,7 +32,7 @@ func openFile(path string, readOnly bool) (*bolt.DB, error) {
 	// its own on some damage. Reading on the older meta page is allowed
 	// here (backup and export are how data is rescued); CheckFile reports
 	// that fallback itself.
-	if _, err := checkFile(path, true); err != nil {
+	if _, _, err := checkFile(path, true, ""); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	db, err := openBolt(path, 0o600, &bolt.Options{ReadOnly: readOnly, Timeout: lockWait})
@@ -86,7 +86,7 @@ func BackupFile(ctx context.Context, path string, w io.Writer) (int64, error) {
 // CheckFile validates the store at path: the format marker and bbolt's
 // page-level consistency check.
 func CheckFile(ctx context.Context, path string) error {
-	if _, err := checkFile(path, false); err != nil {
+	if _, _, err := checkFile(path, false, ""); err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	db, err := openFile(path, true)
@@ -118,7 +118,7 @@ func Restore(ctx context.Context, src, dst string) error {
 	if err := CheckFile(ctx, src); err != nil {
 		return fmt.Errorf("boltdb: restore: %w", err)
 	}
-	if _, err := checkFile(dst, true); err == nil {
+	if _, _, err := checkFile(dst, true, ""); err == nil {
 		// Hold the exclusive lock while swapping so a server cannot open
 		// the old file meanwhile. A damaged dst, which no server opens
 		// either, is not opened: bbolt may crash on it.

@@ -72,24 +72,27 @@ func parseBoltMeta(page []byte) (boltMeta, error) {
 // refuses what bbolt would either silently accept with data lost or crash
 // on. A missing file is fine (a new store). acceptMetaFallback lets a file
 // whose newer meta page is damaged open on the older one, which may lose
-// the last committed transaction; it is logged by the caller.
-func checkFile(path string, acceptMetaFallback bool) (fallback string, err error) {
+// the last committed transaction; it is logged by the caller. clean is
+// the marker of the file's last clean close ("" for none): when the file
+// still matches it, the page walk is skipped (walked false; see
+// cleanclose.go).
+func checkFile(path string, acceptMetaFallback bool, clean string) (fallback string, walked bool, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("boltdb: open %s: %w", path, err)
+		return "", false, fmt.Errorf("boltdb: open %s: %w", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("boltdb: open %s: %w", path, err)
+		return "", false, fmt.Errorf("boltdb: open %s: %w", path, err)
 	}
 	size := st.Size()
 	remedy := "restore a backup with `leasehold restore`, or move the file away to start an empty store"
 	if size == 0 {
-		return "", fmt.Errorf("%w: %s is empty (0 bytes), so bbolt would start an empty store in its place; "+
+		return "", false, fmt.Errorf("%w: %s is empty (0 bytes), so bbolt would start an empty store in its place; "+
 			"it was truncated or never written: %s", ErrDamaged, path, remedy)
 	}
 	// The first meta page tells the page size; if it is damaged, try the
@@ -97,7 +100,7 @@ func checkFile(path string, acceptMetaFallback bool) (fallback string, err error
 	head := make([]byte, 64<<10)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", fmt.Errorf("boltdb: read %s: %w", path, err)
+		return "", false, fmt.Errorf("boltdb: read %s: %w", path, err)
 	}
 	head = head[:n]
 	m0, err0 := parseBoltMeta(head)
@@ -106,7 +109,7 @@ func checkFile(path string, acceptMetaFallback bool) (fallback string, err error
 		pageSize = int64(m0.pageSize)
 	}
 	if pageSize < 512 || pageSize > 64<<10 {
-		return "", fmt.Errorf("%w: %s: implausible page size %d: %s", ErrDamaged, path, pageSize, remedy)
+		return "", false, fmt.Errorf("%w: %s: implausible page size %d: %s", ErrDamaged, path, pageSize, remedy)
 	}
 	var m1 boltMeta
 	err1 := errors.New("the file ends before it")
@@ -117,9 +120,9 @@ func checkFile(path string, acceptMetaFallback bool) (fallback string, err error
 	switch {
 	case err0 != nil && err1 != nil:
 		if errors.Is(err0, errNoMagic) && size < 2*pageSize {
-			return "", fmt.Errorf("%w: %s is %d bytes and not a bbolt file: %s", ErrDamaged, path, size, remedy)
+			return "", false, fmt.Errorf("%w: %s is %d bytes and not a bbolt file: %s", ErrDamaged, path, size, remedy)
 		}
-		return "", fmt.Errorf("%w: %s: both meta pages are unreadable (first: %v; second: %v): %s",
+		return "", false, fmt.Errorf("%w: %s: both meta pages are unreadable (first: %v; second: %v): %s",
 			ErrDamaged, path, err0, err1, remedy)
 	case err0 != nil || err1 != nil:
 		bad, good, goodMeta, why := 0, 1, m1, err0
@@ -129,7 +132,7 @@ func checkFile(path string, acceptMetaFallback bool) (fallback string, err error
 		msg := fmt.Sprintf("meta page %d of %s is damaged (%v); bbolt would open the file on meta page %d (transaction %d), "+
 			"which loses the last committed write if the damaged page was the newer one", bad, path, why, good, goodMeta.txid)
 		if !acceptMetaFallback {
-			return "", fmt.Errorf("%w: %s: %s, or accept that loss with --accept-meta-fallback", ErrDamaged, msg, remedy)
+			return "", false, fmt.Errorf("%w: %s: %s, or accept that loss with --accept-meta-fallback", ErrDamaged, msg, remedy)
 		}
 		fallback, use = msg, goodMeta
 	default:
@@ -139,21 +142,29 @@ func checkFile(path string, acceptMetaFallback bool) (fallback string, err error
 		}
 	}
 	if use.pgid > uint64(size/pageSize) {
-		return "", fmt.Errorf("%w: %s is %d bytes but its meta page says %d pages of %d bytes are in use: "+
+		return "", false, fmt.Errorf("%w: %s is %d bytes but its meta page says %d pages of %d bytes are in use: "+
 			"the file was truncated or the meta page is damaged: %s", ErrDamaged, path, size, use.pgid, pageSize, remedy)
 	}
 	if need := int64(use.pgid) * pageSize; size < need {
-		return "", fmt.Errorf("%w: %s is %d bytes but its meta page says %d pages of %d bytes (%d bytes) are in use: "+
+		return "", false, fmt.Errorf("%w: %s is %d bytes but its meta page says %d pages of %d bytes (%d bytes) are in use: "+
 			"the file was truncated: %s", ErrDamaged, path, size, use.pgid, pageSize, need, remedy)
 	}
 	// bbolt walks every page of the tree as it opens (to rebuild the
 	// freelist we never sync), and a damaged page makes it panic in its
 	// own goroutine, which no recover reaches: walk the tree first, with
 	// every bound checked.
-	if err := checkTree(f, size, pageSize, use); err != nil {
-		return "", fmt.Errorf("%w: %s: %v: %s", ErrDamaged, path, err, remedy)
+	if clean != "" && fallback == "" {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return "", false, fmt.Errorf("boltdb: read %s: %w", path, err)
+		}
+		if stamp, err := fileStamp(f); err == nil && stamp == clean {
+			return "", false, nil
+		}
 	}
-	return fallback, nil
+	if err := checkTree(f, size, pageSize, use); err != nil {
+		return "", false, fmt.Errorf("%w: %s: %v: %s", ErrDamaged, path, err, remedy)
+	}
+	return fallback, true, nil
 }
 
 // openBolt is bolt.Open with a panic or a memory fault in it (on damage

@@ -44,6 +44,10 @@ type Store struct {
 	queue      chan *op
 	writerDone chan struct{}
 	commits    atomic.Int64 // bbolt transactions committed, for benchmarks
+	// commitFailed is set by a failed commit: what the file holds after
+	// a failed write or sync is not vouched for, so Close then leaves no
+	// clean-close marker and the next Open walks every page.
+	commitFailed atomic.Bool
 }
 
 var (
@@ -62,12 +66,29 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := waitUnlocked(path, opts.OpenTimeout); err != nil {
 		return nil, err
 	}
-	fallback, err := checkFile(path, opts.AcceptMetaFallback)
+	clean, err := readCleanMarker(path)
+	if err != nil {
+		return nil, err
+	}
+	fallback, walked, err := checkFile(path, opts.AcceptMetaFallback, clean)
 	if err != nil {
 		return nil, err
 	}
 	if fallback != "" {
 		opts.Logger.WarnContext(ctx, "Opening a damaged database on its older meta page, as --accept-meta-fallback asks", "detail", fallback)
+	}
+	fileCheck := "pages walked"
+	if !walked {
+		fileCheck = "new file"
+		if clean != "" {
+			fileCheck = "skipped after a clean close"
+		}
+	}
+	// From here on the file may change: a crash must find no marker.
+	if clean != "" {
+		if err := clearCleanMarker(path); err != nil {
+			return nil, err
+		}
 	}
 	db, err := openBolt(path, 0o600, &bolt.Options{
 		Timeout:         opts.OpenTimeout,
@@ -95,7 +116,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	go s.writer()
 	go s.trimIdle()
 	sn := s.snap.Load()
-	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len(), "dataBytes", sn.data.total)
+	s.log.InfoContext(ctx, "storage opened", "path", path, "revision", sn.rev, "keys", sn.index.len(), "dataBytes", sn.data.total,
+		"fileCheck", fileCheck)
 	if sn.data.total > opts.QuotaBytes {
 		s.log.WarnContext(ctx, "stored keys and values exceed the storage quota: writes that grow them will be refused until some are deleted or the quota is raised",
 			"dataBytes", sn.data.total, "quotaBytes", opts.QuotaBytes)
@@ -185,6 +207,15 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("boltdb: close %s: %w", s.path, err)
+	}
+	// Every commit is synced and the file closed: the next Open may skip
+	// its page walk (cleanclose.go). Without the marker it walks them,
+	// which is only slower.
+	if s.commitFailed.Load() {
+		return nil
+	}
+	if err := writeCleanMarker(s.path); err != nil {
+		s.log.Warn("Recording the clean close failed: the next start checks every page of the file", "path", s.path, "err", err)
 	}
 	return nil
 }

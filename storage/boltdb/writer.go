@@ -255,6 +255,7 @@ func (s *Store) commit(r *round) {
 		if err != nil {
 			err = fmt.Errorf("boltdb: commit of %d writes: %w", len(r.events), err)
 			s.log.Error("storage commit failed", "err", err)
+			s.commitFailed.Store(true)
 			for _, o := range r.ops {
 				o.err, o.kv, o.prev = err, storage.KeyValue{}, storage.KeyValue{}
 			}

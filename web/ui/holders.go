@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"hash/maphash"
 	"log/slog"
 	"strings"
 	"sync"
@@ -65,9 +66,17 @@ func (k leaseKey) owned() leaseKey {
 // holderTracker keeps the current holder of every lease and the recent
 // changes of the most recently changed ones.
 type holderTracker struct {
-	mu      sync.Mutex
-	since   time.Time // zero until the first list succeeded
-	current map[leaseKey]string
+	mu    sync.Mutex
+	since time.Time // zero until the first list succeeded
+	// current is the holder of every lease, by the lease's key hashed
+	// with seed (currentKey): a key of its own per lease (two strings,
+	// their copies and a slot twice the size) was about half of the
+	// tracker's memory with 10,000 leases. Two leases of one 64-bit hash
+	// under a seed drawn at start (a chance of about 1 in 10^11 with
+	// 10,000 leases) would share an entry: a holder change could then be
+	// missed or misattributed in the UI's history, nothing more.
+	current map[uint64]string
+	seed    maphash.Seed
 	changes map[leaseKey][]HolderChange
 	now     func() time.Time
 
@@ -83,9 +92,12 @@ type holderTracker struct {
 }
 
 func newHolderTracker() *holderTracker {
-	return &holderTracker{current: map[leaseKey]string{}, changes: map[leaseKey][]HolderChange{}, now: time.Now,
+	return &holderTracker{current: map[uint64]string{}, seed: maphash.MakeSeed(), changes: map[leaseKey][]HolderChange{}, now: time.Now,
 		timelines: map[leaseKey]*timeline{}, urgent: map[leaseKey]bool{}, lazy: map[leaseKey]bool{}, gone: map[leaseKey]bool{}}
 }
+
+// currentKey is k's key in t.current.
+func (t *holderTracker) currentKey(k leaseKey) uint64 { return maphash.Comparable(t.seed, k) }
 
 // history returns the changes of one lease; ok is false until the tracker
 // has listed the leases once (or when it does not run).
@@ -124,17 +136,15 @@ func (t *holderTracker) observe(l *coordinationv1.Lease, live bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	prev, known := t.current[k]
+	ck := t.currentKey(k)
+	prev, known := t.current[ck]
 	unchanged := known && prev == clipped(holder)
 	t.observeTimelineLocked(k, l, now, live, !unchanged)
 	if unchanged {
 		return
 	}
-	if !known {
-		k = k.owned()
-	}
 	holder = clip(holder)
-	t.current[k] = holder
+	t.current[ck] = holder
 	if !known && (!live || holder == "") {
 		return // no previous holder known, or no change (created vacant)
 	}
@@ -178,7 +188,7 @@ func (t *holderTracker) forget(l *coordinationv1.Lease) {
 	k := leaseKey{l.Namespace, l.Name}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.current, k)
+	delete(t.current, t.currentKey(k))
 	delete(t.changes, k)
 	t.forgetTimelineLocked(k)
 }
@@ -187,18 +197,22 @@ func (t *holderTracker) forget(l *coordinationv1.Lease) {
 // down are recorded (at the time of the list), vanished leases forgotten.
 func (t *holderTracker) replace(items []coordinationv1.Lease) {
 	t.mu.Lock()
-	listed := make(map[leaseKey]bool, len(items))
+	listed := make(map[uint64]bool, len(items))
 	for i := range items {
-		listed[leaseKey{items[i].Namespace, items[i].Name}] = true
+		listed[t.currentKey(leaseKey{items[i].Namespace, items[i].Name})] = true
 	}
-	for k := range t.current {
-		if !listed[k] {
-			delete(t.current, k)
+	for ck := range t.current {
+		if !listed[ck] {
+			delete(t.current, ck)
+		}
+	}
+	for k := range t.changes {
+		if !listed[t.currentKey(k)] {
 			delete(t.changes, k)
 		}
 	}
 	for k := range t.timelines {
-		if !listed[k] { // stored ones of leases deleted while down, too
+		if !listed[t.currentKey(k)] { // stored ones of leases deleted while down, too
 			t.forgetTimelineLocked(k)
 		}
 	}

@@ -220,10 +220,18 @@ func TestTimelineListKeepsMostRecentlyActive(t *testing.T) {
 	listed := map[*byte]bool{}
 	for i := range items {
 		listed[unsafe.StringData(items[i].Name)] = true
+		if h := items[i].Spec.HolderIdentity; h != nil && *h != "" {
+			listed[unsafe.StringData(*h)] = true
+		}
 	}
-	for k := range tr.current {
+	for k := range tr.timelines {
 		if listed[unsafe.StringData(k.name)] {
 			t.Fatalf("the tracker's key of %s shares the listed object's name", k.name)
+		}
+	}
+	for _, holder := range tr.current {
+		if holder != "" && listed[unsafe.StringData(holder)] {
+			t.Fatalf("the tracker's holder %s shares the listed object's string", holder)
 		}
 	}
 }

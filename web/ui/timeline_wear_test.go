@@ -205,7 +205,7 @@ func (r *wearRig) sync() {
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		r.tr.mu.Lock()
-		_, seen := r.tr.current[leaseKey{"sync", name}]
+		_, seen := r.tr.current[r.tr.currentKey(leaseKey{"sync", name})]
 		r.tr.mu.Unlock()
 		if seen {
 			return
