@@ -134,9 +134,8 @@ func bootstrapToken() string {
 	return initialClusterToken + "-" + hex.EncodeToString(b)
 }
 
-// Start runs the member and returns once it serves linearizable requests:
-// it is ready (it has a quorum) and, when it joined as a learner, promoted.
-func Start(ctx context.Context, cfg Config) (*Member, error) {
+// setDefaults fills in what cfg leaves zero.
+func (cfg *Config) setDefaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -152,6 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/leasehold"
 	}
+}
+
+// Start runs the member and returns once it serves linearizable requests:
+// it is ready (it has a quorum) and, when it joined as a learner, promoted.
+func Start(ctx context.Context, cfg Config) (*Member, error) {
+	cfg.setDefaults()
 	if err := checkPrefix(cfg.Prefix); err != nil {
 		return nil, err
 	}
