@@ -374,7 +374,7 @@ func byMemberName(t *testing.T, members []*netMember, name string) *netMember {
 // leads when the cut comes), checking the semantics the issue asks for and
 // measuring them. When majorityKeepsWriting (cut holds no etcd leader),
 // the majority's successful writes must never pause for as long as the
-// request timeout. The electors are stopped (released) before it returns.
+// request timeout. The electors are stopped before it returns.
 func partition(t *testing.T, members []*netMember, cut *netMember, lease string, hist *leaseHistory, what string, majorityKeepsWriting bool) (partitionRun, *leaderTracker) {
 	t.Helper()
 	ctx := context.Background()
@@ -382,7 +382,10 @@ func partition(t *testing.T, members []*netMember, cut *netMember, lease string,
 	lt := &leaderTracker{leading: map[string]bool{}}
 	var electors []*elector
 	startOn := func(m *netMember) {
-		e := startElectorOn(t, m.cfg, lt, "e-"+m.name, lease)
+		// Without release: the cut-off elector's release request would
+		// delay its OnStoppedLeading past the majority's takeover
+		// (startElectorOn), and the check below is of the server.
+		e := startElectorOn(t, m.cfg, lt, "e-"+m.name, lease, false)
 		electors = append(electors, e)
 	}
 	stopElectors := func() {

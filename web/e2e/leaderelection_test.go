@@ -181,12 +181,18 @@ func TestE2ELeaderElection(t *testing.T) {
 
 func startElector(t *testing.T, ts *testServer, lt *leaderTracker, id string) *elector {
 	t.Helper()
-	return startElectorOn(t, restConfig(t, ts, wireProtobuf), lt, id, "e2e-le")
+	return startElectorOn(t, restConfig(t, ts, wireProtobuf), lt, id, "e2e-le", true)
 }
 
 // startElectorOn runs an elector for the lease kube-system/lease through
-// cfg (a copy is changed).
-func startElectorOn(t *testing.T, cfg *rest.Config, lt *leaderTracker, id, lease string) *elector {
+// cfg (a copy is changed); release is its ReleaseOnCancel. client-go calls
+// OnStoppedLeading only after that release request (up to the client's
+// 1 s timeout against a server that does not answer), after its renewals
+// failed: an elector on a member that is cut off is told it stopped up to
+// a second after it stopped renewing, past the moment another may take
+// the lease, so tests that cut a member off use release false (as a
+// crashed component does not release either).
+func startElectorOn(t *testing.T, cfg *rest.Config, lt *leaderTracker, id, lease string, release bool) *elector {
 	t.Helper()
 	e := &elector{id: id, done: make(chan struct{})}
 	cfg = rest.CopyConfig(cfg)
@@ -210,7 +216,7 @@ func startElectorOn(t *testing.T, cfg *rest.Config, lt *leaderTracker, id, lease
 		LeaseDuration:   leLeaseDuration,
 		RenewDeadline:   leRenewDeadline,
 		RetryPeriod:     leRetryPeriod,
-		ReleaseOnCancel: true,
+		ReleaseOnCancel: release,
 		Name:            lease,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { lt.started(id) },
