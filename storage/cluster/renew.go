@@ -142,6 +142,11 @@ func (m *Member) renewMember() {
 		case <-m.renewNow:
 		case <-time.After(wait):
 		}
+		select { // a closing member does not start a renewal
+		case <-m.done:
+			return
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+renewSettle)
 		err = m.followCA(ctx)
 		if err == nil {
@@ -191,7 +196,8 @@ func (m *Member) renewOwn(ctx context.Context) error {
 }
 
 // reissue signs a renewal of old for kind name with the CA, records it,
-// and drops the device's certificates beyond the renewKeep newest.
+// and drops the device's certificates beyond the renewKeep newest, old
+// excepted: old is the one the device holds until it has the answer.
 func (m *Member) reissue(ctx context.Context, old *x509.Certificate, kind, name string) ([]byte, error) {
 	// A CA rotation the record holds is applied first: nothing is signed
 	// with a CA the rotation replaces.
@@ -213,15 +219,21 @@ func (m *Member) reissue(ctx context.Context, old *x509.Certificate, kind, name 
 	if _, err := recordCredential(clientv3.WithRequireLeader(ctx), m.client, certPEM, kind, name); err != nil {
 		return nil, err
 	}
-	if err := pruneCredentials(clientv3.WithRequireLeader(ctx), m.client, kind, name); err != nil {
+	oldFP := Fingerprint(old.Raw)
+	if err := pruneCredentials(clientv3.WithRequireLeader(ctx), m.client, kind, name, oldFP); err != nil {
 		m.log.Warn("Could not drop the older certificates of a renewed device", "kind", kind, "name", name, "err", err)
 	}
 	return certPEM, nil
 }
 
 // pruneCredentials deletes the credentials of kind name beyond its
-// renewKeep newest, in one write.
-func pruneCredentials(ctx context.Context, c *clientv3.Client, kind, name string) error {
+// renewKeep newest, in one write, but never the one whose fingerprint is
+// renewing: the device renews it again when it did not get (or could not
+// store) the answer, a member stopped between recording its renewal and
+// writing it, a replica whose answer was lost, and each such renewal
+// records one more. Without the exception two of them drop the very
+// certificate the device holds, and it is locked out.
+func pruneCredentials(ctx context.Context, c *clientv3.Client, kind, name, renewing string) error {
 	resp, err := c.Get(ctx, credentialsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return err
@@ -243,7 +255,12 @@ func pruneCredentials(ctx context.Context, c *clientv3.Client, kind, name string
 	sort.Slice(mine, func(i, j int) bool { return mine[i].cred.Issued.After(mine[j].cred.Issued) })
 	var ops []clientv3.Op
 	for _, e := range mine[renewKeep:] {
-		ops = append(ops, clientv3.OpDelete(e.key))
+		if e.key != credentialsPrefix+renewing {
+			ops = append(ops, clientv3.OpDelete(e.key))
+		}
+	}
+	if len(ops) == 0 {
+		return nil
 	}
 	_, err = c.Txn(ctx).Then(ops...).Commit()
 	return err

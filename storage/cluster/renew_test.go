@@ -150,6 +150,19 @@ func TestRotateCertsRenewsMemberAndReplica(t *testing.T) {
 	if resp, err = ms.Renew(ctx, renewReq(second, replicaKey)); err != nil || resp.Cert == "" {
 		t.Fatalf("second renewal: %+v, %v", resp, err)
 	}
+	// The answer of a renewal can be lost (the device stopped before it
+	// stored it, or the network dropped it), and the device renews the
+	// same certificate again: however often, the one it holds stays
+	// admitted.
+	for i := range 2 {
+		if resp, err = ms.Renew(ctx, renewReq(second, replicaKey)); err != nil || resp.Cert == "" {
+			t.Fatalf("renewal %d of the second certificate again (its answer lost): %+v, %v", i+1, resp, err)
+		}
+	}
+	secondFP, _, _ := pemFingerprint(second)
+	if got, _ := m.client.Get(ctx, credentialsPrefix+secondFP); len(got.Kvs) == 0 {
+		t.Error("the record dropped the certificate the replica holds after renewals whose answers it never got")
+	}
 	// The record dropped the first certificate, but a connection with it
 	// is still the replica's key, which TLS proved: admitted until the
 	// replica is revoked.
