@@ -292,19 +292,22 @@ func TestE2EFirstSecondPluginsLoaded(t *testing.T) {
 	lt := &leaderTracker{leading: map[string]bool{}}
 	startMember(t, ts, lt, lease, "p-old", "1.31.0", "1.30.0", newestStrategy)
 	startMember(t, ts, lt, lease, "p-new", "1.33.0", "1.31.0", newestStrategy)
-	if who := waitLeader(t, lt, 1, 20*time.Second); who != "p-new" {
+	// The bounds below are generous: the first decision waits for the
+	// plugins directory's first load (a module compiled by wazero), which
+	// took over 20 s once on a machine at load 30.
+	if who := waitLeader(t, lt, 1, 60*time.Second); who != "p-new" {
 		t.Fatalf("first leader = %s, want p-new (newest binary)", who)
 	}
 	logs := ts.Log()
 	ts.Stop(t)
 	ts2 := startServerIn(t, ts.DataDir, "--plugins-dir", plugins, "--listen", strings.TrimPrefix(ts.URL, "http://"))
-	eventually(t, 10*time.Second, "/readyz/election-controller passes", func() (bool, string) {
+	eventually(t, 40*time.Second, "/readyz/election-controller passes", func() (bool, string) {
 		code, _, body := httpGet(t, ts2.URL+"/readyz/election-controller")
 		return code == 200, body
 	})
 	// A decision after the restart: the holder's renewals are seen, so the
 	// lease has been judged at least once by now.
-	eventually(t, 10*time.Second, "p-new holds the lease after the restart", func() (bool, string) {
+	eventually(t, 30*time.Second, "p-new holds the lease after the restart", func() (bool, string) {
 		h := leaseHolderIn(t, ts2, "kube-system", lease)
 		return h == "p-new", "holder " + h
 	})

@@ -28,7 +28,7 @@ func TestE2ERunUIActions(t *testing.T) {
 	for _, id := range []string{"u1", "u2", "u3"} {
 		procs[id] = e.start(t, id, file, []string{"--server", ts.URL, "--lease", lease})
 	}
-	first := waitRecord(t, file, 10*time.Second, "first start", func(r record) bool { return r.kind == "start" })
+	waitRecord(t, file, 10*time.Second, "first start", func(r record) bool { return r.kind == "start" })
 
 	ctx, closeBrowser := openBrowser(t, chromium, 90*time.Second)
 	defer closeBrowser()
@@ -43,54 +43,58 @@ func TestE2ERunUIActions(t *testing.T) {
 		}
 		return s
 	}
-	// act opens an action's dialog once the page shows holder (in the
-	// step-down's kubectl line, the one that names it), returns
-	// the dialog's text and when it confirmed, and waits for the page to
-	// say done.
-	act := func(action, holder string) (string, time.Time) {
+	// act opens an action's dialog once the page offers it for a holder
+	// (the step-down's kubectl line names it), and returns that holder,
+	// the dialog's text and when it confirmed, once the page says done.
+	// The holder is read from the page, not assumed: on a loaded machine
+	// a runner can miss its renewals and another take the lease over
+	// between two steps of the test.
+	act := func(action string) (holder, text string, at time.Time) {
 		t.Helper()
-		eventually(t, 10*time.Second, action+" enabled for "+holder, func() (bool, string) {
+		eventually(t, 20*time.Second, action+" enabled", func() (bool, string) {
 			s := js(`(() => { const b = document.getElementById('act-` + action + `'); const c = document.querySelector('li[data-action="stepdown"] code');
-				return b && !b.disabled && c && c.textContent.includes('` + holder + `') ? 'ok' : (document.getElementById('actions') || {}).innerText || 'no actions'; })()`)
-			return s == "ok", s
+				const m = c && c.textContent.match(/step-down=([^' ]+)/);
+				return b && !b.disabled && m ? 'holder:' + m[1] : (document.getElementById('actions') || {}).innerText || 'no actions'; })()`)
+			holder, _ = strings.CutPrefix(s, "holder:")
+			return strings.HasPrefix(s, "holder:"), s
 		})
 		js(`document.getElementById('act-` + action + `').click(), ''`)
-		text := ""
 		eventually(t, 5*time.Second, action+" dialog", func() (bool, string) {
 			text = js(`document.getElementById('action-dialog').open ? document.getElementById('action-text').innerText : ''`)
 			return text != "", "closed"
 		})
-		at := time.Now()
+		at = time.Now()
 		js(`document.getElementById('action-confirm').click(), ''`)
 		eventually(t, 10*time.Second, action+" done", func() (bool, string) {
 			s := js(`(document.getElementById('action-result') || {}).innerText || ''`)
 			return strings.Contains(s, "Recorded in the decision history"), s
 		})
 		js(`document.getElementById('action-cancel').click(), ''`)
-		return text, at
+		return holder, text, at
 	}
 
 	// Graceful: the holder steps down and another runner starts at once.
 	time.Sleep(2 * runRetry)
-	text, askedAt := act("stepdown", first.id)
+	holder, text, askedAt := act("stepdown")
 	if !strings.Contains(text, "releases the lease itself") {
 		t.Errorf("the step-down dialog: %q", text)
 	}
 	second := waitRecord(t, file, runLease, "start after the step-down", func(r record) bool { return r.kind == "start" && r.at.After(askedAt) })
-	if second.id == first.id {
-		t.Errorf("%s took the lease back after stepping down", first.id)
+	if second.id == holder {
+		t.Errorf("%s took the lease back after stepping down", holder)
 	}
 	t.Logf("UI step-down: the next child started %v after the confirmation", second.at.Sub(askedAt).Round(time.Millisecond))
 
 	// Forced: the dialog names the cost, and the next child waits it out.
 	time.Sleep(2 * runRetry)
-	text, forcedAt := act("release", second.id)
+	var forcedAt time.Time
+	holder, text, forcedAt = act("release")
 	if !strings.Contains(text, "would have expired") || !strings.Contains(text, "3 s") {
 		t.Errorf("the force release dialog does not say what it costs: %q", text)
 	}
 	third := waitRecord(t, file, 3*runLease, "start after the forced release", func(r record) bool { return r.kind == "start" && r.at.After(forcedAt) })
 	t.Logf("UI force release: %s's child wrote its last record %v and the next child started %v after the confirmation",
-		second.id, lastRecord(t, file, second.id, third.at).Sub(forcedAt).Round(time.Millisecond), third.at.Sub(forcedAt).Round(time.Millisecond))
+		holder, lastRecord(t, file, holder, third.at).Sub(forcedAt).Round(time.Millisecond), third.at.Sub(forcedAt).Round(time.Millisecond))
 	if d := third.at.Sub(forcedAt); d < runLease-2*runRetry {
 		t.Errorf("a child started %v after a forced release: before the old holder's lease could run out", d)
 	}
