@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -67,6 +68,11 @@ const barrierWait = 10 * time.Second
 // before it returns it).
 const barrierRetryPause = 100 * time.Millisecond
 
+// barrierPatience is how long the barrier read may go unanswered before
+// the member's log says that the backup waits for a leader (with one, the
+// read takes milliseconds).
+const barrierPatience = time.Second
+
 // barrierKey is the key the barrier reads: any key does, the answer that
 // counts is the header's revision.
 const barrierKey = "/leasehold-backup-barrier"
@@ -90,7 +96,18 @@ func (m *Member) Barrier(ctx context.Context) (int64, error) {
 		defer cancel()
 	}
 	began := time.Now()
-	waiting := false
+	var waiting atomic.Bool
+	waits := func(why string) {
+		if waiting.CompareAndSwap(false, true) {
+			deadline, _ := ctx.Deadline()
+			m.log.Info("The backup waits for a raft leader before its barrier read", "member", m.cfg.Name,
+				"why", why, "up_to", time.Until(deadline).Round(time.Millisecond))
+		}
+	}
+	// A member that still believes in a lost leader, or one whose leader
+	// is elected but not yet heard, says so too.
+	slow := time.AfterFunc(barrierPatience, func() { waits("no answer yet: an election may be under way") })
+	defer slow.Stop()
 	for {
 		// The member's own client URL: the read is served, and the
 		// snapshot taken, by this member. WithRequireLeader fails while
@@ -99,24 +116,19 @@ func (m *Member) Barrier(ctx context.Context) (int64, error) {
 		// the read until the leader answers or ctx ends.
 		resp, err := m.client.Get(clientv3.WithRequireLeader(ctx), barrierKey, clientv3.WithCountOnly())
 		if err == nil {
-			if waiting {
+			if waiting.Load() {
 				m.log.Info("A raft leader answered the backup's barrier read", "member", m.cfg.Name,
 					"waited", time.Since(began).Round(time.Millisecond), "revision", resp.Header.Revision)
 			}
 			return resp.Header.Revision, nil
 		}
 		if ctx.Err() != nil || !electionUnderWay(err) {
-			return 0, barrierError(m.cfg.Name, err, waiting, time.Since(began))
+			return 0, barrierError(m.cfg.Name, err, waiting.Load(), time.Since(began))
 		}
-		if !waiting {
-			waiting = true
-			deadline, _ := ctx.Deadline()
-			m.log.Info("The backup waits for a raft leader (an election is under way) before its barrier read", "member", m.cfg.Name,
-				"err", err.Error(), "up_to", time.Until(deadline).Round(time.Millisecond))
-		}
+		waits(err.Error())
 		select {
 		case <-ctx.Done():
-			return 0, barrierError(m.cfg.Name, err, waiting, time.Since(began))
+			return 0, barrierError(m.cfg.Name, err, true, time.Since(began))
 		case <-time.After(barrierRetryPause):
 		}
 	}
