@@ -29,8 +29,8 @@ const backupPath = "/leasehold/v1/backup"
 // backup is.
 const snapshotsPath = clusterapi.SnapshotsPath
 
-// backupBarrierTimeout bounds the backup's barrier (the member bounds it
-// too, more tightly).
+// backupBarrierTimeout bounds the backup's barrier: a member waits out an
+// election within it (cluster.Member.Barrier), and refuses at its end.
 const backupBarrierTimeout = 10 * time.Second
 
 // serveMetrics answers /metrics in the Prometheus text format.

@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdutl "go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
@@ -53,10 +55,23 @@ func (m *Member) Snapshot(ctx context.Context, w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// barrierTimeout bounds the barrier read: with a leader it takes
-// milliseconds; without one etcd would wait for a leader that a member
-// cut off from its quorum never gets.
-const barrierTimeout = 5 * time.Second
+// barrierWait bounds the barrier when the caller's context has no
+// deadline. With a leader the read takes milliseconds. Without one the
+// barrier waits: a raft election (0.7-1.4 s on an idle LAN, several
+// seconds on a device whose CPUs are busy, and right after a partition
+// heals) ends with a leader that answers the read; a member cut off from
+// its quorum never gets one, and is refused at the bound.
+const barrierWait = 10 * time.Second
+
+// barrierRetryPause spaces the barrier's reads while the member has no
+// leader (etcd's client has already retried "no leader" for a while
+// before it returns it).
+const barrierRetryPause = 100 * time.Millisecond
+
+// barrierPatience is how long the barrier read may go unanswered before
+// the member's log says that the backup waits for a leader (with one, the
+// read takes milliseconds).
+const barrierPatience = time.Second
 
 // barrierKey is the key the barrier reads: any key does, the answer that
 // counts is the header's revision.
@@ -68,24 +83,81 @@ const barrierKey = "/leasehold-backup-barrier"
 // until it applied everything committed before the read). The revision
 // it returns is therefore at least that of every write the cluster had
 // acknowledged when Barrier began, and a snapshot this member takes
-// afterwards holds them all (CheckBarrier verifies it). A member cut off
-// from its quorum fails with ErrNoQuorum within barrierTimeout: its
+// afterwards holds them all (CheckBarrier verifies it). While the member
+// has no leader (an election under way) it waits for one, says so in its
+// log, and reads again, until ctx's deadline (barrierWait without one):
+// no read is answered without a leader, so waiting keeps the promise. A
+// member cut off from its quorum fails with ErrNoQuorum at that bound: its
 // snapshot could miss acknowledged writes.
 func (m *Member) Barrier(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, barrierTimeout)
-	defer cancel()
-	// The member's own client URL: the read is served, and the snapshot
-	// taken, by this member. WithRequireLeader fails at once while the
-	// member knows it has no leader; a member that still believes in a
-	// lost one fails when the read's confirmation times out.
-	resp, err := m.client.Get(clientv3.WithRequireLeader(ctx), barrierKey, clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("cluster: member %s cannot confirm that it holds every acknowledged write "+
-			"(a linearizable read through the raft leader failed: %v): %w; a backup of it could miss writes "+
-			"the cluster acknowledged. Back up a member that has a quorum (leasehold cluster status shows them)",
-			m.cfg.Name, err, ErrNoQuorum)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, barrierWait)
+		defer cancel()
 	}
-	return resp.Header.Revision, nil
+	began := time.Now()
+	var waiting atomic.Bool
+	waits := func(why string) {
+		if waiting.CompareAndSwap(false, true) {
+			deadline, _ := ctx.Deadline()
+			m.log.Info("The backup waits for a raft leader before its barrier read", "member", m.cfg.Name,
+				"why", why, "up_to", time.Until(deadline).Round(time.Millisecond))
+		}
+	}
+	// A member that still believes in a lost leader, or one whose leader
+	// is elected but not yet heard, says so too.
+	slow := time.AfterFunc(barrierPatience, func() { waits("no answer yet: an election may be under way") })
+	defer slow.Stop()
+	for {
+		// The member's own client URL: the read is served, and the
+		// snapshot taken, by this member. WithRequireLeader fails while
+		// the member knows it has no leader (after the client's own
+		// retries); a member that still believes in a lost one waits in
+		// the read until the leader answers or ctx ends.
+		resp, err := m.client.Get(clientv3.WithRequireLeader(ctx), barrierKey, clientv3.WithCountOnly())
+		if err == nil {
+			if waiting.Load() {
+				m.log.Info("A raft leader answered the backup's barrier read", "member", m.cfg.Name,
+					"waited", time.Since(began).Round(time.Millisecond), "revision", resp.Header.Revision)
+			}
+			return resp.Header.Revision, nil
+		}
+		if ctx.Err() != nil || !electionUnderWay(err) {
+			return 0, barrierError(m.cfg.Name, err, waiting.Load(), time.Since(began))
+		}
+		waits(err.Error())
+		select {
+		case <-ctx.Done():
+			return 0, barrierError(m.cfg.Name, err, true, time.Since(began))
+		case <-time.After(barrierRetryPause):
+		}
+	}
+}
+
+// electionUnderWay reports an answer that a member gives while it has no
+// raft leader, or while the one it had is replaced: the read was not
+// answered, and a new leader answers it when sent again.
+func electionUnderWay(err error) bool {
+	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
+		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	desc := rpctypes.ErrorDesc(err)
+	return desc == rpctypes.ErrNoLeader.Error() || desc == rpctypes.ErrLeaderChanged.Error()
+}
+
+// barrierError is the refusal of a backup whose barrier read failed.
+func barrierError(member string, err error, waited bool, took time.Duration) error {
+	after := fmt.Sprintf("after %v", took.Round(time.Millisecond))
+	if waited {
+		after = fmt.Sprintf("after waiting %v for a raft leader", took.Round(time.Millisecond))
+	}
+	return fmt.Errorf("cluster: member %s cannot confirm that it holds every acknowledged write "+
+		"(a linearizable read through the raft leader failed %s: %v): %w; a backup of it could miss writes "+
+		"the cluster acknowledged. Back up a member that has a quorum (leasehold cluster status shows them)",
+		member, after, err, ErrNoQuorum)
 }
 
 // CheckBarrier refuses a snapshot whose revision is below the revision of

@@ -24,7 +24,11 @@ import (
 )
 
 // createLeases creates n leases named prefix-NNNN in namespace ns, with
-// holder "holder-NNNN", 16 at a time.
+// holder "holder-NNNN", 16 at a time. A create the server answers with a
+// timeout (a cluster member's storage request outlived
+// --cluster-request-timeout: on a machine where processes stall for
+// seconds) or "unavailable" is sent again, as a client would; its outcome
+// was unknown, so "already exists" then means it had succeeded.
 func createLeases(t *testing.T, cs *kubernetes.Clientset, ns, prefix string, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -36,7 +40,7 @@ func createLeases(t *testing.T, cs *kubernetes.Clientset, ns, prefix string, n i
 			for i := range next {
 				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%04d", prefix, i)},
 					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptrTo(fmt.Sprintf("holder-%04d", i)), LeaseDurationSeconds: ptrTo[int32](3600)}}
-				if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+				if err := createRetrying(ctx, cs, ns, l); err != nil {
 					errs <- err
 				}
 			}
@@ -50,6 +54,26 @@ func createLeases(t *testing.T, cs *kubernetes.Clientset, ns, prefix string, n i
 	close(errs)
 	for err := range errs {
 		t.Fatalf("create lease: %v", err)
+	}
+}
+
+// createRetrying creates l, sending it again (for up to a minute) while
+// the server answers that it timed out or is unavailable.
+func createRetrying(ctx context.Context, cs *kubernetes.Clientset, ns string, l *coordinationv1.Lease) error {
+	end := time.Now().Add(time.Minute)
+	for retried := false; ; retried = true {
+		_, err := cs.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return nil
+		case retried && apierrors.IsAlreadyExists(err):
+			return nil // the timed-out create had succeeded
+		case !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsServiceUnavailable(err):
+			return err
+		case time.Now().After(end):
+			return fmt.Errorf("%s: still %w after a minute of retries", l.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
