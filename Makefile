@@ -82,6 +82,7 @@ dist:
 		GOOS=linux GOARCH=$$arch GOARM=7 GO="$(GO)" LDFLAGS="$(LDFLAGS)" LEASEHOLD_VERSION="$(VERSION)" \
 			bash .ci/build $(DIST)/.bin/leasehold-$$arch; \
 		GO="$(GO)" LEASEHOLD_VERSION="$(VERSION)" SOURCE_DATE_EPOCH="$(SOURCE_DATE_EPOCH)" \
+			LEASEHOLD_PACKAGE_TOOLS="$${LEASEHOLD_PACKAGE_TOOLS:-$(DIST)/.bin/tools}" \
 			bash .ci/package $$arch $(DIST)/.bin/leasehold-$$arch $(DIST); \
 	done
 	rm -rf $(DIST)/.bin

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -97,13 +98,21 @@ func moduleDir(t testing.TB) string {
 }
 
 // leaseholdBinary returns the path of the leasehold binary, building it
-// on first use (with -race when the tests run with it).
+// on first use (with -race when the tests run with it), unless
+// LEASEHOLD_E2E_BINARY names one built the same way (prebuiltBinary).
 func leaseholdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err
+			return
+		}
+		if bin := os.Getenv("LEASEHOLD_E2E_BINARY"); bin != "" {
+			binPath, buildErr = prebuiltBinary(bin)
+			if buildErr == nil {
+				buildErr = openSources(root)
+			}
 			return
 		}
 		bin := filepath.Join(binDir, "leasehold")
@@ -124,6 +133,41 @@ func leaseholdBinary(t testing.TB) string {
 		t.Fatalf("build the leasehold binary: %v", buildErr)
 	}
 	return binPath
+}
+
+// prebuiltBinary checks that bin was built as leaseholdBinary builds it
+// (the version the tests expect, -race as the tests run) and returns its
+// absolute path. .ci/test builds the binary once, before it starts the
+// two go test processes it runs web/e2e in (TestE2EDocsCommands runs
+// beside the rest), each of which would otherwise link its own (about
+// 10 s of CPU on the CI machine's two cores). It must be built from the
+// tree under test: openSources still makes the result cache see the
+// sources, not the binary.
+func prebuiltBinary(bin string) (string, error) {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", fmt.Errorf("LEASEHOLD_E2E_BINARY=%s: %w", bin, err)
+	}
+	info, err := buildinfo.ReadFile(abs)
+	if err != nil {
+		return "", fmt.Errorf("LEASEHOLD_E2E_BINARY=%s: not a Go binary: %w", bin, err)
+	}
+	var ldflags string
+	race := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "-ldflags":
+			ldflags = s.Value
+		case "-race":
+			race = s.Value == "true"
+		}
+	}
+	if info.Path != module || ldflags != "-X main.Version="+binaryVersion || race != raceEnabled {
+		return "", fmt.Errorf("LEASEHOLD_E2E_BINARY=%s: built as %s with -ldflags %q, -race=%v; the tests need %s built with "+
+			"go build -ldflags \"-X main.Version=%s\"%s", bin, info.Path, ldflags, race, module, binaryVersion,
+			map[bool]string{true: " -race", false: ""}[raceEnabled])
+	}
+	return abs, nil
 }
 
 // openSources opens (and closes) every file the binary is built from: go
