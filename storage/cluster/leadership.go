@@ -169,8 +169,14 @@ type leadership struct {
 	suspectedAt time.Time
 	suspected   chan struct{}
 	stoodAt     time.Time // this member's last election off a slow leader
-	lastMove    time.Time // this member's last move (either kind)
-	moves       int       // moves of a slow leader by this member
+	// lastPlaced is this member's last move away from the election
+	// controller, lastSlowMove its last move off a slow leader: apart,
+	// since a leader that has just taken over from the controller's
+	// member may be the one whose link fails next (seen in the e2e test:
+	// the follower that had handed it on sat out its cooldown, and the
+	// move waited for the other follower's moveSlowOthersAfter).
+	lastPlaced, lastSlowMove time.Time
+	moves                    int // moves of a slow leader by this member
 }
 
 // WatchLeadership starts the member's probes of the leadership (above):
@@ -271,11 +277,18 @@ func (l *leadership) probe(ctx context.Context) {
 			l.settled = 0
 		}
 	}
+	if lead == 0 {
+		// A follower that missed the leader's heartbeats for an election
+		// timeout knows no leader while its pre-vote is refused (the
+		// others still hear the leader), which a slow leader's followers
+		// do now and then: the verdict waits for the outcome.
+		return
+	}
 	if lead != l.leader {
 		l.leader, l.sick, l.ok = lead, 0, 0
 		l.clearLocked(lead)
 	}
-	if lead == 0 || lead == self {
+	if lead == self {
 		return
 	}
 	var healthier *membership.Member
@@ -467,21 +480,21 @@ func (l *leadership) place(ctx context.Context) {
 	m := l.m
 	srv := m.etcd.Server
 	l.mu.Lock()
-	controller, autoMove, last, settled := l.controller, l.autoMove, l.lastMove, l.settled
+	controller, autoMove, lastPlaced, lastSlowMove, settled := l.controller, l.autoMove, l.lastPlaced, l.lastSlowMove, l.settled
 	slowFor, slowLeader := time.Duration(0), uint64(0)
 	if l.slow != nil {
 		slowFor, slowLeader = time.Since(l.slowSince), l.leader
 	}
 	l.mu.Unlock()
 	self := uint64(srv.MemberID())
-	if srv.Leader() == srv.MemberID() && controller != nil && settled >= placementSettled && time.Since(last) > placementCooldown {
+	if srv.Leader() == srv.MemberID() && controller != nil && settled >= placementSettled && time.Since(lastPlaced) > placementCooldown {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		id, err := controller(cctx)
 		cancel()
 		if err == nil && strings.HasPrefix(id, m.cfg.Name+"/") {
 			if to := l.transferee(self); to != nil {
 				l.mu.Lock()
-				l.lastMove = time.Now()
+				l.lastPlaced = time.Now()
 				l.mu.Unlock()
 				if err := srv.MoveLeader(ctx, self, uint64(to.ID)); err != nil {
 					m.log.Warn("Could not move the etcd leadership away from the election controller's member", "to", to.Name, "err", err)
@@ -493,9 +506,9 @@ func (l *leadership) place(ctx context.Context) {
 		}
 	}
 	lead := uint64(srv.Leader())
-	if autoMove && lead != 0 && lead != self && lead == slowLeader && slowFor >= l.moveSlowAfterFor(self, lead) && time.Since(last) > moveCooldown {
+	if autoMove && lead != 0 && lead != self && lead == slowLeader && slowFor >= l.moveSlowAfterFor(self, lead) && time.Since(lastSlowMove) > moveCooldown {
 		l.mu.Lock()
-		l.lastMove = time.Now()
+		l.lastSlowMove = time.Now()
 		l.moves++
 		l.mu.Unlock()
 		began := time.Now()
@@ -658,14 +671,14 @@ func (m *Member) Slow() *SlowLeader {
 	return &s
 }
 
-// slowLeader is the leader this member finds slow, 0 when none.
-func (l *leadership) slowLeader() uint64 {
+// suspects tells whether this member finds lead slow: its verdict, or a
+// probe that found lead slow within standInWindow (the verdict clears
+// after slowAfter healthy probes, and a slow leader's followers see a
+// fast probe now and then).
+func (l *leadership) suspects(lead uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.slow == nil {
-		return 0
-	}
-	return l.leader
+	return l.slow != nil && l.leader == lead || l.suspect == lead && time.Since(l.suspectedAt) < standInWindow
 }
 
 // QuorumRoundTrip is the last quorum round trip this member measured
@@ -681,8 +694,8 @@ func (m *Member) QuorumRoundTrip() time.Duration {
 // (or with that hexadecimal ID); "" lets any voter that answered this
 // one's last status probe take over (the fastest is asked first, the
 // first to catch up with the leader's log takes it). When this member
-// finds the leader slow, a move to itself (or "") is an election
-// (electOffSlow). It returns the old and the new leader's names once the
+// finds the leader slow (suspects), a move to itself (or "") is an
+// election (electOffSlow). It returns the old and the new leader's names once the
 // new one leads.
 func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, err error) {
 	srv, l := m.etcd.Server, m.leadership
@@ -719,8 +732,8 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 	if uint64(target.ID) == lead {
 		return from, target.Name, nil
 	}
-	if self := uint64(srv.MemberID()); l.slowLeader() == lead && (name == "" || uint64(target.ID) == self) {
-		// This member found the leader slow: an election moves the
+	if self := uint64(srv.MemberID()); l.suspects(lead) && (name == "" || uint64(target.ID) == self) {
+		// This member finds the leader slow: an election moves the
 		// leadership off it without waiting for its log to cross the
 		// slow link (electOffSlow).
 		if err := m.electOffSlow(ctx, lead); err != nil {
