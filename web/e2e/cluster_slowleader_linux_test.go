@@ -85,7 +85,7 @@ func TestClusterSlowLeader(t *testing.T) {
 		}
 		for _, m := range c.members {
 			for _, line := range strings.Split(m.ts.Log(), "\n") {
-				if strings.Contains(line, "slow") || strings.Contains(line, "Moved the") || strings.Contains(line, "Stood for election") {
+				if strings.Contains(line, "leader's commits are slow") || strings.Contains(line, "no longer slow") || strings.Contains(line, "Moved the") || strings.Contains(line, "Stood for election") {
 					t.Logf("%s: %s", m.name, line)
 				}
 			}
