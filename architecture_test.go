@@ -263,6 +263,7 @@ var allowedDirectDeps = map[string]bool{
 	"go.etcd.io/etcd/server/v3":            true, // storage/cluster: the embedded etcd member
 	"go.etcd.io/etcd/client/pkg/v3":        true, // storage/cluster: the member's TLS files (transport.TLSInfo)
 	"go.etcd.io/etcd/etcdutl/v3":           true, // storage/cluster: restoring a snapshot as a new cluster (snapshot.Restore)
+	"go.etcd.io/raft/v3":                   true, // storage/cluster: raftpb's message type, to stand for election off a slow leader (linked by etcd's server)
 	"github.com/chromedp/chromedp":         true, // web/ui and web/e2e browser tests only
 	"github.com/chromedp/cdproto":          true, // web/ui and web/e2e browser tests only
 	"go.uber.org/zap":                      true, // storage/etcd: the etcd client's logger, bridged to slog

@@ -31,9 +31,9 @@ type Flags struct {
 	// by a join that never started it, or started and lost before its
 	// promotion) before the etcd leader's member removes it.
 	StaleLearnerAfter time.Duration
-	// MoveSlowLeader lets a member that has found the raft leader slow
-	// for a while, with a healthier member answering, move the leadership
-	// to itself (leadership.go).
+	// MoveSlowLeader lets a member that has found the raft leader slow,
+	// with a healthier member answering, move the leadership off it by
+	// standing for election (leadership.go).
 	MoveSlowLeader bool
 	// LargeWriteBytesPerSec paces the writes of values over 64 KiB of a
 	// member's or replica's store (storage/etcd's Options), so that a

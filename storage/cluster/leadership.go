@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/leasehold/leasehold/storage/cluster/clusterapi"
 	"github.com/leasehold/leasehold/storage/etcd"
@@ -46,7 +47,7 @@ import (
 //
 // Sick leaders. A leader whose link is throttled (not cut) still sends its
 // heartbeats, so nobody deposes it, while its commits crawl: the issue's
-// trial saw no write complete for 33 s. Every member probes, once a
+// trial saw no write complete for 33 s. Every member probes, twice a
 // second, the quorum round trip through its own etcd (a linearizable
 // read of a key never written: a ReadIndex round through the leader, no
 // disk write) and every voting member's status over its client port (one
@@ -58,52 +59,71 @@ import (
 // alike). slowAfter such probes in a row raise it (logged, the
 // leasehold_cluster_leader_slow gauge, `cluster status`), as many healthy
 // ones clear it. `leasehold cluster move-leader` moves the leadership; with
-// Config.MoveSlowLeader a follower that has seen the leader slow for
-// moveSlowAfter moves it off the leader (to itself or another healthy
-// follower, whichever catches up with the leader's log first), at most
-// once per moveCooldown.
+// Config.MoveSlowLeader the healthy follower of the lowest ID moves it off
+// the leader at once (the others moveSlowOthersAfter later, should it
+// still lead), at most once per moveCooldown.
+//
+// A move off a slow leader is an election among the healthy members, not
+// raft's leadership transfer (electOffSlow): a transfer waits until the
+// transferee holds the leader's whole log, and off a throttled link that
+// took 0.7-24 s while the leader admitted no write.
 
 const (
 	raftHeartbeat = 100 * time.Millisecond
 	raftElection  = 700 * time.Millisecond
 
 	// probeEvery is how often a member probes the leadership.
-	probeEvery = time.Second
+	probeEvery = 500 * time.Millisecond
 	// leaderProbeTimeout bounds one probe: a probe that times out counts as
-	// taking that long. Under probeEvery, so that probes do not pile up.
-	leaderProbeTimeout = 900 * time.Millisecond
+	// taking that long. Over slowQuorumRoundTrip (a probe still waiting
+	// then has already found the leader slow) and near probeEvery, so
+	// that the probes of a slow leader come every 0.6 s.
+	leaderProbeTimeout = 600 * time.Millisecond
 	// slowQuorumRoundTrip is the quorum round trip above which a follower
 	// suspects the leader; a healthy LAN cluster under load takes
-	// milliseconds to tens of milliseconds.
+	// milliseconds to tens of milliseconds (240-250 ms at most beside 4
+	// CPU burners on a 2-core machine).
 	slowQuorumRoundTrip = 500 * time.Millisecond
 	// slowRatio is how many times faster than the leader another follower
 	// must answer for the leader to be the slow one.
 	slowRatio = 4
-	// slowAfter probes in a row raise (or clear) the verdict.
+	// slowAfter probes in a row raise (or clear) the verdict: 1.5-1.8 s
+	// of a slow leader.
 	slowAfter = 3
-	// moveSlowAfter is how long a leader must have been slow before a
-	// follower moves it (Config.MoveSlowLeader).
-	moveSlowAfter = 5 * time.Second
-	// moveTimeout bounds one move of the leadership. A move off a
-	// throttled leader waits until the appends queued for a transferee
-	// have drained (moveLeaderTo): 0.7-24 s measured on a 96 kbit link
-	// (the leader's writes stalled all along). `leasehold cluster
-	// move-leader` ends its move at its --timeout (30 s by default).
+	// moveSlowOthersAfter is how long the leader must have been slow
+	// before a follower other than the first (the healthy follower of the
+	// lowest ID, which moves at the verdict) moves it
+	// (Config.MoveSlowLeader): raft lets two members that stand for
+	// election at once split the vote, and the first one's election
+	// takes well under this.
+	moveSlowOthersAfter = 3 * time.Second
+	// electTimeout bounds the election of a move off a slow leader: two
+	// election timeouts and more (when this member's log is behind the
+	// other follower's, that one wins at its own election timeout,
+	// 0.7-1.4 s later).
+	electTimeout = 4 * raftElection
+	// moveTimeout bounds one move of the leadership by a transfer. A
+	// transfer off a throttled leader waits until the appends queued for
+	// a transferee have drained (moveLeaderTo): 0.7-24 s measured on a
+	// 96 kbit link (the leader's writes stalled all along). `leasehold
+	// cluster move-leader` ends its move at its --timeout (30 s by
+	// default).
 	moveTimeout = 40 * time.Second
 	// moveCooldown spaces a member's automatic moves of a slow leader.
 	moveCooldown = time.Minute
 	// placementCooldown spaces a member's moves away from the election
 	// controller.
 	placementCooldown = 10 * time.Second
-	// placementSettled is how many probes in a row must find every voter
-	// healthy before the leadership moves away from the controller: with a
-	// member down, the two left are a quorum only together, so the move
-	// would gain nothing, and a member that restarts is spared a leader
-	// change during its first writes (a server whose engine cannot create
-	// its namespaces at start exits) and a healed one its catch-up (with 5
-	// probes, a healed member's first write came 10-13 s after the heal,
-	// 1.5-4.3 s without the move).
-	placementSettled = 10
+	// placementSettled is how many probes in a row (10 s of them) must
+	// find every voter healthy before the leadership moves away from the
+	// controller: with a member down, the two left are a quorum only
+	// together, so the move would gain nothing, and a member that
+	// restarts is spared a leader change during its first writes (a
+	// server whose engine cannot create its namespaces at start exits)
+	// and a healed one its catch-up (with 5 s of probes, a healed
+	// member's first write came 10-13 s after the heal, 1.5-4.3 s without
+	// the move).
+	placementSettled = int(10 * time.Second / probeEvery)
 )
 
 // raftTiming sets etcd's heartbeat and election timeout (see above).
@@ -143,8 +163,20 @@ type leadership struct {
 	settled   int
 	slow      *SlowLeader
 	slowSince time.Time
-	lastMove  time.Time // this member's last move (either kind)
-	moves     int       // moves of a slow leader by this member
+	// suspect is the last leader a probe found slow, at suspectedAt;
+	// suspected wakes standIn then.
+	suspect     uint64
+	suspectedAt time.Time
+	suspected   chan struct{}
+	stoodAt     time.Time // this member's last election off a slow leader
+	// lastPlaced is this member's last move away from the election
+	// controller, lastSlowMove its last move off a slow leader: apart,
+	// since a leader that has just taken over from the controller's
+	// member may be the one whose link fails next (seen in the e2e test:
+	// the follower that had handed it on sat out its cooldown, and the
+	// move waited for the other follower's moveSlowOthersAfter).
+	lastPlaced, lastSlowMove time.Time
+	moves                    int // moves of a slow leader by this member
 }
 
 // WatchLeadership starts the member's probes of the leadership (above):
@@ -160,6 +192,9 @@ func (m *Member) WatchLeadership(controller func(ctx context.Context) (string, e
 	l := m.leadership
 	l.mu.Lock()
 	l.controller, l.autoMove = controller, autoMove
+	if l.suspected == nil {
+		l.suspected = make(chan struct{}, 1)
+	}
 	started := l.started
 	l.started = true
 	l.mu.Unlock()
@@ -180,6 +215,13 @@ func (l *leadership) run() {
 		}
 		stop()
 	}()
+	standing := make(chan struct{})
+	go func() {
+		defer close(standing)
+		l.standIn(base)
+	}()
+	defer func() { <-standing }()
+	defer stop()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
@@ -235,11 +277,18 @@ func (l *leadership) probe(ctx context.Context) {
 			l.settled = 0
 		}
 	}
+	if lead == 0 {
+		// A follower that missed the leader's heartbeats for an election
+		// timeout knows no leader while its pre-vote is refused (the
+		// others still hear the leader), which a slow leader's followers
+		// do now and then: the verdict waits for the outcome.
+		return
+	}
 	if lead != l.leader {
 		l.leader, l.sick, l.ok = lead, 0, 0
 		l.clearLocked(lead)
 	}
-	if lead == 0 || lead == self {
+	if lead == self {
 		return
 	}
 	var healthier *membership.Member
@@ -258,6 +307,11 @@ func (l *leadership) probe(ctx context.Context) {
 	}
 	if quorum > slowQuorumRoundTrip && healthier != nil {
 		l.sick, l.ok = l.sick+1, 0
+		l.suspect, l.suspectedAt = lead, time.Now()
+		select {
+		case l.suspected <- struct{}{}:
+		default:
+		}
 	} else {
 		l.sick, l.ok = 0, l.ok+1
 	}
@@ -279,6 +333,66 @@ func (l *leadership) probe(ctx context.Context) {
 		l.slow.SinceSeconds = int64(time.Since(l.slowSince) / time.Second)
 	}
 }
+
+// standIn speeds up an election that follows a slow leader: when this
+// member has found the leader slow within standInWindow (one probe
+// suffices), lets the members move it (Config.MoveSlowLeader), and has
+// seen no leader for leaderlessFor, it stands for election at once
+// instead of at its election timeout (0.7-1.4 s), unless it stood within
+// electTimeout. That is the case of the healthy follower whose log is
+// longer than the first mover's (electOffSlow): it refused that one's
+// vote and left the old term, and the slow leader, whose log is the
+// longest and who would win an election it stands in, hears of it only
+// through its slow link. The other candidate's log is no longer than
+// this member's (else this member would have granted its vote), so it
+// grants this member's.
+func (l *leadership) standIn(ctx context.Context) {
+	srv := l.m.etcd.Server
+	l.mu.Lock()
+	suspected := l.suspected
+	l.mu.Unlock()
+	var leaderless time.Time
+	for {
+		l.mu.Lock()
+		suspect, at, auto, stood := l.suspect, l.suspectedAt, l.autoMove, l.stoodAt
+		l.mu.Unlock()
+		wait := standInPoll
+		if !auto || time.Since(at) > standInWindow {
+			wait, leaderless = standInWindow, time.Time{}
+		} else if srv.Leader() != 0 {
+			leaderless = time.Time{}
+		} else if leaderless.IsZero() {
+			leaderless = time.Now()
+		} else if time.Since(leaderless) >= leaderlessFor && time.Since(stood) > electTimeout {
+			l.mu.Lock()
+			l.stoodAt = time.Now()
+			l.mu.Unlock()
+			term := srv.Term()
+			err := srv.Process(ctx, raftpb.Message{Type: raftpb.MsgTimeoutNow, From: suspect, To: uint64(srv.MemberID()), Term: term})
+			l.m.log.Warn("Stood for election after the slow etcd leader lost its leadership, with no leader for a while",
+				"slow_leader", memberNameOf(srv.Cluster().Members(), suspect), "leaderless", time.Since(leaderless).Round(time.Millisecond), "term", term, "err", err)
+			leaderless = time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-suspected:
+		case <-time.After(wait):
+		}
+	}
+}
+
+const (
+	// standInWindow is how long after a probe found the leader slow
+	// standIn watches for an election (a verdict takes slowAfter probes,
+	// then moveSlowOthersAfter for a second mover).
+	standInWindow = 6 * time.Second
+	// standInPoll is how often standIn looks for a leader meanwhile.
+	standInPoll = 25 * time.Millisecond
+	// leaderlessFor is how long standIn waits without a leader: a won
+	// election is heard within milliseconds on a LAN.
+	leaderlessFor = 200 * time.Millisecond
+)
 
 // clearLocked drops the verdict, saying so when there was one.
 func (l *leadership) clearLocked(lead uint64) {
@@ -366,21 +480,21 @@ func (l *leadership) place(ctx context.Context) {
 	m := l.m
 	srv := m.etcd.Server
 	l.mu.Lock()
-	controller, autoMove, last, settled := l.controller, l.autoMove, l.lastMove, l.settled
+	controller, autoMove, lastPlaced, lastSlowMove, settled := l.controller, l.autoMove, l.lastPlaced, l.lastSlowMove, l.settled
 	slowFor, slowLeader := time.Duration(0), uint64(0)
 	if l.slow != nil {
 		slowFor, slowLeader = time.Since(l.slowSince), l.leader
 	}
 	l.mu.Unlock()
 	self := uint64(srv.MemberID())
-	if srv.Leader() == srv.MemberID() && controller != nil && settled >= placementSettled && time.Since(last) > placementCooldown {
+	if srv.Leader() == srv.MemberID() && controller != nil && settled >= placementSettled && time.Since(lastPlaced) > placementCooldown {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		id, err := controller(cctx)
 		cancel()
 		if err == nil && strings.HasPrefix(id, m.cfg.Name+"/") {
 			if to := l.transferee(self); to != nil {
 				l.mu.Lock()
-				l.lastMove = time.Now()
+				l.lastPlaced = time.Now()
 				l.mu.Unlock()
 				if err := srv.MoveLeader(ctx, self, uint64(to.ID)); err != nil {
 					m.log.Warn("Could not move the etcd leadership away from the election controller's member", "to", to.Name, "err", err)
@@ -392,30 +506,29 @@ func (l *leadership) place(ctx context.Context) {
 		}
 	}
 	lead := uint64(srv.Leader())
-	if autoMove && slowFor >= l.moveSlowAfterFor(self, lead) && time.Since(last) > moveCooldown && lead != self && lead == slowLeader {
+	if autoMove && lead != 0 && lead != self && lead == slowLeader && slowFor >= l.moveSlowAfterFor(self, lead) && time.Since(lastSlowMove) > moveCooldown {
 		l.mu.Lock()
-		l.lastMove = time.Now()
+		l.lastSlowMove = time.Now()
 		l.moves++
 		l.mu.Unlock()
 		began := time.Now()
-		from, err := m.moveLeaderTo(ctx, l.healthyFollowers(self, lead), true)
-		if err != nil {
-			m.log.Warn("Could not move the slow etcd leader's leadership here", "leader", from, "err", err)
+		from := memberNameOf(srv.Cluster().Members(), lead)
+		if err := m.electOffSlow(ctx, lead); err != nil {
+			m.log.Warn("Could not move the leadership off the slow etcd leader", "leader", from, "err", err)
 		} else {
 			m.log.Warn("Moved the slow etcd leader's leadership off it", "from", from, "to", memberNameOf(srv.Cluster().Members(), uint64(srv.Leader())),
-				"slow_for", slowFor.Round(time.Second), "took", time.Since(began).Round(time.Millisecond))
+				"slow_for", slowFor.Round(100*time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
 		}
 	}
 }
 
 // moveSlowAfterFor is how long the leader must have been slow before
-// this member (self) moves it here by itself: moveSlowAfter for the
-// healthy follower of the lowest ID, three times that for the others.
-// raft aborts a transfer under way when asked for one to another member,
-// so two followers moving a slow leader to themselves at once aborted
-// each other's transfer for the whole moveTimeout (seen in the fault
-// suite); every follower sees the same healthy followers (its probes), so
-// one moves and the others only when it could not.
+// this member (self) moves it off by itself: at once for the healthy
+// follower of the lowest ID, moveSlowOthersAfter for the others. Two
+// followers standing for election at once split the vote (each votes
+// for itself), and the next round comes only after a randomized election
+// timeout; every follower sees the same healthy followers (its probes),
+// so one moves and the others only when it could not.
 func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -427,9 +540,72 @@ func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
 		}
 	}
 	if first == self {
-		return moveSlowAfter
+		return 0
 	}
-	return 3 * moveSlowAfter
+	return moveSlowOthersAfter
+}
+
+// electOffSlow moves the leadership off lead, a leader this member found
+// slow, by an election: this member stands for election at once, as
+// raft's leadership transfer makes its transferee do (raft's
+// MsgTimeoutNow, handed to this member's own raft as if lead had sent
+// it), and returns once another member than lead leads, within
+// electTimeout.
+//
+// raft's transfer sends MsgTimeoutNow only once the transferee holds the
+// leader's whole log, which off a throttled link took up to 24 s (see
+// moveLeaderTo). The election needs no such wait, and is safe: raft's
+// votes go only to a candidate whose log is at least as up to date as
+// the voter's, so whoever a majority elects holds every committed entry
+// (every acknowledged write). What it skips are pre-vote and the leader
+// lease (a member that hears its leader ignores other candidates), which
+// spare a healthy leader needless elections, and the healthy members
+// have just found this leader slow; etcd reads linearizably by ReadIndex
+// (raft's ReadOnlySafe), never by the lease, and renews etcd leases on a
+// leader only after a quorum read proving it still leads. The other
+// healthy follower votes for this member when this member's log is at
+// least as long as its own; when it is not, that follower has left the
+// old term and stands for election itself at its election timeout
+// (0.7-1.4 s). The old leader steps down when the first message of the
+// new term crosses its link; the writes it admitted but did not commit
+// are dropped, and the members' stores answer those they forwarded 504
+// (unknown outcome) once they see the new leader.
+func (m *Member) electOffSlow(ctx context.Context, lead uint64) error {
+	srv := m.etcd.Server
+	self := uint64(srv.MemberID())
+	term := srv.Term()
+	if uint64(srv.Leader()) == lead && srv.Term() == term {
+		// A stale term (the leader changed meanwhile) makes raft ignore
+		// the message.
+		l := m.leadership
+		l.mu.Lock()
+		l.stoodAt = time.Now()
+		l.mu.Unlock()
+		msg := raftpb.Message{Type: raftpb.MsgTimeoutNow, From: lead, To: self, Term: term}
+		if err := srv.Process(ctx, msg); err != nil {
+			return fmt.Errorf("stand for election off the slow leader %x: %w", lead, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, electTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := uint64(srv.Leader())
+		if now != 0 && now != lead {
+			return nil
+		}
+		if now == lead && srv.Term() > term {
+			return fmt.Errorf("%s won the election this member stood in (term %d): its log was the longest: %w",
+				memberNameOf(srv.Cluster().Members(), lead), srv.Term(), clusterapi.ErrTryAgain)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no other member than %s leads %s after this member stood for election (term %d, now %d): %w",
+				memberNameOf(srv.Cluster().Members(), lead), electTimeout, term, srv.Term(), clusterapi.ErrTryAgain)
+		case <-tick.C:
+		}
+	}
 }
 
 // healthyFollowers is self and the other voters but lead that answered
@@ -495,6 +671,16 @@ func (m *Member) Slow() *SlowLeader {
 	return &s
 }
 
+// suspects tells whether this member finds lead slow: its verdict, or a
+// probe that found lead slow within standInWindow (the verdict clears
+// after slowAfter healthy probes, and a slow leader's followers see a
+// fast probe now and then).
+func (l *leadership) suspects(lead uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slow != nil && l.leader == lead || l.suspect == lead && time.Since(l.suspectedAt) < standInWindow
+}
+
 // QuorumRoundTrip is the last quorum round trip this member measured
 // (0 before the first probe).
 func (m *Member) QuorumRoundTrip() time.Duration {
@@ -507,8 +693,10 @@ func (m *Member) QuorumRoundTrip() time.Duration {
 // MoveLeader hands the raft leadership to the voting member called name
 // (or with that hexadecimal ID); "" lets any voter that answered this
 // one's last status probe take over (the fastest is asked first, the
-// first to catch up with the leader's log takes it). It returns the old
-// and the new leader's names once the new one leads.
+// first to catch up with the leader's log takes it). When this member
+// finds the leader slow (suspects), a move to itself (or "") is an
+// election (electOffSlow). It returns the old and the new leader's names once the
+// new one leads.
 func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, err error) {
 	srv, l := m.etcd.Server, m.leadership
 	lead := uint64(srv.Leader())
@@ -543,6 +731,17 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 	from = memberNameOf(voters, lead)
 	if uint64(target.ID) == lead {
 		return from, target.Name, nil
+	}
+	if self := uint64(srv.MemberID()); l.suspects(lead) && (name == "" || uint64(target.ID) == self) {
+		// This member finds the leader slow: an election moves the
+		// leadership off it without waiting for its log to cross the
+		// slow link (electOffSlow).
+		if err := m.electOffSlow(ctx, lead); err != nil {
+			return from, target.Name, err
+		}
+		to = memberNameOf(voters, uint64(srv.Leader()))
+		m.log.Info("Moved the etcd leadership off the slow leader by an election", "from", from, "to", to)
+		return from, to, nil
 	}
 	if len(targets) == 0 {
 		targets = []uint64{uint64(target.ID)}

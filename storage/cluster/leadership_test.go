@@ -116,7 +116,8 @@ func leaderOf(members []*Member) *Member {
 // send them again); and two moves at once to different members both end
 // (a follower's move off a slow leader is done once anyone else leads,
 // the operator's once its member leads) instead of aborting each other's
-// transfers until both give up.
+// transfers until both give up; and a follower's election off the leader
+// (electOffSlow, a move off a slow leader) elects another leader at once.
 func TestMoveLeaderUnderWrites(t *testing.T) {
 	ctx := context.Background()
 	members := startThree(ctx, t)
@@ -173,8 +174,9 @@ func TestMoveLeaderUnderWrites(t *testing.T) {
 			})
 		}
 	}
+	stopWriters := sync.OnceFunc(func() { close(stop) })
 	defer func() {
-		close(stop)
+		stopWriters()
 		wg.Wait()
 		t.Logf("%d writes while the leadership moved", writes.Load())
 		if n := dropped.Load(); n > 0 {
@@ -255,5 +257,45 @@ func TestMoveLeaderUnderWrites(t *testing.T) {
 	}
 	if now := a.etcd.Server.Leader(); now != a.etcd.Server.MemberID() {
 		t.Errorf("after %s's move to itself returned, %s sees %x lead", a.Name(), a.Name(), now)
+	}
+
+	// A follower moves it off the leader by an election, as off a slow
+	// leader: it stands for election at once, the other follower votes
+	// though it hears the leader, and the old leader steps down. Without
+	// writes, so that its log is as long as the others' (else the one
+	// with the longest log wins the next round, maybe the old leader).
+	stopWriters()
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // the last commits reach every member
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if lead = leaderOf(members); lead != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no leader within 30s after the moves")
+		}
+	}
+	for _, m := range members {
+		if m != lead {
+			follower = m
+			break
+		}
+	}
+	leadID = uint64(lead.etcd.Server.MemberID())
+	termBefore := follower.etcd.Server.Term()
+	began = time.Now()
+	if err := follower.electOffSlow(ctx, leadID); err != nil {
+		t.Fatalf("%s standing for election off the leader %s under writes: %v", follower.Name(), lead.Name(), err)
+	}
+	now := follower.etcd.Server.Leader()
+	// etcd updates the leader it reports before the term.
+	for deadline := time.Now().Add(5 * time.Second); follower.etcd.Server.Term() <= termBefore && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%s stood for election off %s: %s leads after %v (term %d -> %d)", follower.Name(), lead.Name(),
+		memberNameOf(follower.etcd.Server.Cluster().Members(), uint64(now)), time.Since(began).Round(time.Millisecond), termBefore, follower.etcd.Server.Term())
+	if uint64(now) == leadID || now == 0 || follower.etcd.Server.Term() <= termBefore {
+		t.Errorf("after %s's election off %s: leader %s in term %d (was %d); want another leader in a later term", follower.Name(), lead.Name(),
+			memberNameOf(follower.etcd.Server.Cluster().Members(), uint64(now)), follower.etcd.Server.Term(), termBefore)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,77 +52,190 @@ func (h *netHost) unthrottle(t *testing.T) {
 const slowLeaderRate = "96kbit"
 
 // TestClusterSlowLeader throttles the etcd leader's link (three members,
-// each in its own network namespace, a renewal writer through each):
-//   - the followers report the leader slow (cluster status, the
-//     leasehold_cluster_leader_slow gauge), and `leasehold cluster
-//     move-leader` on one of them moves the leadership there, after which
-//     writes through the followers resume;
-//   - with the link of the new leader throttled in turn, a follower moves
-//     the leadership by itself (--cluster-move-slow-leader, the default)
-//     and writes resume.
+// each in its own network namespace, a renewal writer through each), in
+// two clusters side by side:
+//   - automatic (--cluster-move-slow-leader, the default): a follower
+//     finds the leader slow and moves the leadership off it by an
+//     election, twice (the new leader throttled in turn);
+//   - move-leader (--cluster-move-slow-leader=false): the followers report
+//     the leader slow (cluster status, the leasehold_cluster_leader_slow
+//     gauge) and move nothing; `leasehold cluster move-leader` on one of
+//     them moves the leadership there, and writes through the followers
+//     resume.
 //
-// The figures are logged (MEASURED); the issue's target is writes within
-// 5 s of the move.
+// The issue's target, writes resume within 5 s, is read as an operator
+// would: from the moment the leader's link turned bad, writes through the
+// healthy members stop for at most 5 s (the longest gap between
+// acknowledged writes through the followers, from the throttle until the
+// first write after the leadership left). It is a timing target (logged
+// MEASURED, MISSED TARGET when over; make fault-suite fails then); the
+// leadership never leaving the throttled leader, or a move-leader that
+// does not complete, fails the test, as does a history that is not
+// linearizable.
 func TestClusterSlowLeader(t *testing.T) {
-	testneeds.Slow(t, "a three-member cluster in network namespaces with a throttled leader")
+	testneeds.Slow(t, "two three-member clusters in network namespaces with a throttled leader")
 	testneeds.Tool(t, "tc", "apt-get install -y iproute2")
 	t.Parallel()
+	t.Run("automatic", func(t *testing.T) {
+		t.Parallel()
+		c := startSlowLeaderCluster(t)
+		defer c.finish()
+		for round := 1; round <= slowLeaderRounds; round++ {
+			c.automaticRound(round)
+		}
+		for _, m := range c.members {
+			for _, line := range strings.Split(m.ts.Log(), "\n") {
+				if strings.Contains(line, "leader's commits are slow") || strings.Contains(line, "no longer slow") || strings.Contains(line, "Moved the") || strings.Contains(line, "Stood for election") {
+					t.Logf("%s: %s", m.name, line)
+				}
+			}
+		}
+	})
+	t.Run("move-leader", func(t *testing.T) {
+		t.Parallel()
+		c := startSlowLeaderCluster(t, "--cluster-move-slow-leader=false")
+		defer c.finish()
+		c.operatorRound()
+		for _, m := range c.members {
+			if strings.Contains(m.ts.Log(), "Moved the slow etcd leader") || strings.Contains(m.ts.Log(), "Stood for election") {
+				t.Errorf("with --cluster-move-slow-leader=false %s moved the slow leader by itself; its log:\n%s", m.name, m.ts.Log())
+			}
+		}
+	})
+}
+
+// slowLeaderRounds is how many times the automatic case throttles its
+// leader: twice, so that each move is by a member that has not moved in
+// the last minute (moveCooldown).
+const slowLeaderRounds = 2
+
+// slowLeaderTarget is the issue's bound on the stall of writes through
+// the healthy members after the leader's link turns bad.
+const slowLeaderTarget = 5 * time.Second
+
+// slowLeaderCluster is a cluster whose leader the test throttles, with a
+// renewal writer through each member.
+type slowLeaderCluster struct {
+	t       *testing.T
+	members []*netMember
+	plain   []*clusterMember
+	hist    *leaseHistory
+	stop    func()
+}
+
+func startSlowLeaderCluster(t *testing.T, extra ...string) *slowLeaderCluster {
+	t.Helper()
 	lab := newNetLab(t, 3)
-	members := startNetCluster(t, lab.hosts)
+	members := startNetCluster(t, lab.hosts, extra...)
 	ctx := context.Background()
-	plain := make([]*clusterMember, len(members))
-	for i, m := range members {
-		plain[i] = m.clusterMember
+	c := &slowLeaderCluster{t: t, members: members, hist: &leaseHistory{}}
+	for _, m := range members {
+		c.plain = append(c.plain, m.clusterMember)
 	}
 	init := "init"
 	if _, err := members[0].leases(t, "default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &init}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create the probe lease: %v", err)
 	}
-	hist := &leaseHistory{}
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
 	for i, m := range members {
 		leases := m.clients(t, wireProtobuf).CoordinationV1().Leases("default")
-		writers.Go(func() { hist.renew(ctx, i, leases, stop) })
+		writers.Go(func() { c.hist.renew(ctx, i, leases, stop) })
 	}
-	stopped := false
-	stopWriters := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			writers.Wait()
-		}
-	}
-	t.Cleanup(stopWriters)
+	c.stop = sync.OnceFunc(func() {
+		close(stop)
+		writers.Wait()
+	})
+	t.Cleanup(c.stop)
 	eventually(t, 20*time.Second, "renewals through every member", func() (bool, string) {
 		for i := range members {
-			if !hist.succeededVia(plain, plain[i]) {
+			if !c.hist.succeededVia(c.plain, c.plain[i]) {
 				return false, "none yet through " + members[i].name
 			}
 		}
 		return true, ""
 	})
+	return c
+}
 
-	// Round 1: the operator moves the slow leader.
-	st := waitNetHealthy(t, members[0], 3)
-	leader := byMemberName(t, members, st.Leader)
+// finish stops the writers and checks the history: linearizable, no
+// acknowledged write lost.
+func (c *slowLeaderCluster) finish() {
+	c.stop()
+	c.hist.check(c.t)
+}
+
+// throttleLeader throttles the link of the member the cluster reports
+// leading, once every member is healthy.
+func (c *slowLeaderCluster) throttleLeader() (*netMember, time.Time) {
+	st := waitNetHealthy(c.t, c.members[0], 3)
+	leader := byMemberName(c.t, c.members, st.Leader)
 	throttled := time.Now()
-	leader.host.throttle(t, slowLeaderRate)
-	t.Logf("throttled %s, the etcd leader, to %s", leader.name, slowLeaderRate)
-	// The first follower to report the leader slow moves it, before the
-	// automatic move (5 s after the report) would. The leadership may move
-	// by itself before a follower finds it slow (a member running the
-	// election controller hands it on once every voter answers, which may
-	// come just after the throttle): the throttle then follows it, so that
-	// the leader is the throttled one.
+	leader.host.throttle(c.t, slowLeaderRate)
+	c.t.Logf("throttled %s, the etcd leader, to %s", leader.name, slowLeaderRate)
+	return leader, throttled
+}
+
+// unthrottle restores leader's link and waits for a write through it.
+func (c *slowLeaderCluster) unthrottle(leader *netMember) {
+	leader.host.unthrottle(c.t)
+	waitNetHealthy(c.t, c.members[0], 3)
+	eventually(c.t, 30*time.Second, "a write through the unthrottled "+leader.name, func() (bool, string) {
+		return c.hist.succeededThrough(slicesIndex(c.members, leader), time.Now().Add(-time.Second)), "none yet"
+	})
+}
+
+// automaticRound throttles the leader and waits for the leadership to
+// leave it (a follower moves it), then measures the stall of the writes
+// through the others.
+func (c *slowLeaderCluster) automaticRound(round int) {
+	t := c.t
+	ctx := context.Background()
+	leader, throttled := c.throttleLeader()
+	var newLeader string
+	for deadline := throttled.Add(60 * time.Second); newLeader == ""; {
+		for _, m := range c.members {
+			if m == leader {
+				continue
+			}
+			if s, err := m.status(ctx, t); err == nil && s.Leader != "" && s.Leader != leader.name {
+				newLeader = s.Leader
+			}
+		}
+		if newLeader == "" {
+			if time.Now().After(deadline) {
+				leader.host.unthrottle(t)
+				t.Fatalf("round %d: the leadership did not leave the throttled %s within 60 s of the throttle", round, leader.name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	left := time.Since(throttled)
+	resumed := c.hist.nextWriteVia(t, c.plain, leader, throttled.Add(left))
+	stall := c.hist.longestGap(c.plain, leader, throttled, throttled.Add(left+resumed))
+	verdict := firstLogAfter(c.members, leader, throttled, "leader's commits are slow")
+	move := firstLogAfter(c.members, leader, throttled, "Moved the slow etcd leader's leadership off it")
+	t.Logf("MEASURED: round %d: the leadership left the throttled %s for %s (seen %v after the throttle; first verdict %s, move %s); the first write sent after that through a follower succeeded %v later; writes through the followers stalled at most %v from the throttle on (issue's target: %v)",
+		round, leader.name, newLeader, left.Round(time.Millisecond), verdict, move, resumed.Round(time.Millisecond), stall.Round(time.Millisecond), slowLeaderTarget)
+	timingTarget(t, stall <= slowLeaderTarget, "round %d: writes through the followers of the throttled leader %s stalled %v (target %v)", round, leader.name, stall.Round(time.Millisecond), slowLeaderTarget)
+	c.unthrottle(leader)
+}
+
+// operatorRound throttles the leader, waits for a follower to report it
+// slow (nothing moves it: the members only report), and moves the
+// leadership there with `leasehold cluster move-leader`.
+func (c *slowLeaderCluster) operatorRound() {
+	t := c.t
+	ctx := context.Background()
+	leader, throttled := c.throttleLeader()
 	var seen clusterStatus
 	var follower *netMember
-	deadline := time.Now().Add(30 * time.Second)
-	for retargets := 0; follower == nil; {
+	var gauge float64
+	for retargets, deadline := 0, throttled.Add(30*time.Second); follower == nil; {
 		var rtts []string
-		moved := ""
-		for _, m := range members {
+		elected := ""
+		for _, m := range c.members {
 			if m == leader {
 				continue
 			}
@@ -132,116 +246,104 @@ func TestClusterSlowLeader(t *testing.T) {
 			}
 			if s.SlowLeader != nil && s.SlowLeader.Leader == leader.name {
 				seen, follower = s, m
+				gauge = m.metric(ctx, t, "leasehold_cluster_leader_slow")
 				break
 			}
-			if s.Leader != "" && s.Leader != leader.name && s.Leader == s.Self {
-				moved = s.Leader
+			if s.Leader != "" && s.Leader != leader.name {
+				elected = s.Leader
 			}
 			rtts = append(rtts, fmt.Sprintf("%s: leader %s, quorum round trip %dms", m.name, s.Leader, s.QuorumRoundTripMs))
 		}
 		switch {
 		case follower != nil:
-		case moved != "" && retargets < 3:
+		case elected != "" && retargets < 3:
+			// The throttled leader may miss its quorum's answers for an
+			// election timeout and step down (raft's CheckQuorum), and
+			// the others elect one: nobody moved it. The throttle then
+			// follows the leadership.
 			retargets++
+			t.Logf("the throttled %s stepped down by itself (its quorum's answers came too late) and %s was elected; throttling %s instead", leader.name, elected, elected)
 			leader.host.unthrottle(t)
-			leader = byMemberName(t, members, moved)
+			leader = byMemberName(t, c.members, elected)
 			leader.host.throttle(t, slowLeaderRate)
 			throttled, deadline = time.Now(), time.Now().Add(30*time.Second)
-			t.Logf("the leadership moved to %s before a follower found the throttled leader slow; throttled %s instead", moved, leader.name)
 		case time.Now().After(deadline):
+			leader.host.unthrottle(t)
 			t.Fatalf("no follower reported the throttled leader %s slow within 30 s: %s", leader.name, strings.Join(rtts, "; "))
 		default:
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	slowWrites := hist.successesVia(plain, leader, throttled)
-	stall := hist.longestGap(plain, leader, throttled, time.Now())
-	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s); %d writes through the followers succeeded meanwhile, the longest gap between them %v",
-		follower.name, time.Since(throttled).Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, slowWrites, stall.Round(time.Millisecond))
+	reported := time.Since(throttled)
+	t.Logf("MEASURED: %s reported the throttled leader slow %v after the throttle (quorum round trip %dms, healthier %s; leasehold_cluster_leader_slow %v)",
+		follower.name, reported.Round(time.Millisecond), seen.QuorumRoundTripMs, seen.SlowLeader.Healthier, gauge)
+	if st, err := follower.status(ctx, t); gauge != 1 && err == nil && st.SlowLeader != nil {
+		t.Errorf("%s reports the leader %s slow, but its leasehold_cluster_leader_slow = %v, want 1", follower.name, st.SlowLeader.Leader, gauge)
+	}
 	moved := time.Now()
 	code, out, errOut := runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
-	// The throttled leader may be deposed meanwhile (an election, or the
-	// members' own move of a slow leader): the command then says to try
-	// again shortly, as an operator would.
+	// The election may go to the old leader when its log was the longest
+	// (the command then says to try again), as an operator would.
 	for code != 0 && strings.Contains(errOut, "try again") && time.Since(moved) < 30*time.Second {
 		time.Sleep(500 * time.Millisecond)
 		code, out, errOut = runCLIOn(t, follower.host, "cluster", "move-leader", follower.name, "--kubeconfig", follower.ts.Kubeconfig, "--timeout", "30s")
 	}
-	// Whether a move through the saturated link completes is a timing
-	// target (issue 29 item 6): the move asks for the transfer until the
-	// transferee has caught up, and waits for the appends queued on the
-	// link to drain. It completed in 12 consecutive runs on the machine
-	// it was written on (asked once per 1.4 s, it had not in 3 of 5), but
-	// in a CI run the operator's move did not within its 30 s, after the
-	// leadership had moved twice by itself. The rest of the test needs
-	// the move; the history is checked either way.
-	endEarly := func(what string) {
-		t.Helper()
-		leader.host.unthrottle(t)
-		stopWriters()
-		hist.check(t)
-		timingTarget(t, false, "the leadership did not leave the throttled leader: %s", what)
-	}
 	if code != 0 {
-		endEarly(fmt.Sprintf("cluster move-leader %s off the throttled %s: exit %d: %s%s", follower.name, leader.name, code, out, errOut))
-		return
+		leader.host.unthrottle(t)
+		t.Fatalf("cluster move-leader %s off the throttled %s did not complete: exit %d: %s%s", follower.name, leader.name, code, out, errOut)
 	}
 	cmdTook := time.Since(moved)
-	resumed := hist.nextWriteVia(t, plain, leader, moved)
-	t.Logf("MEASURED: cluster move-leader took %v (%s); the first write sent after it began through a follower succeeded %v after it began (issue's target: 5 s)",
-		cmdTook.Round(time.Millisecond), strings.TrimSpace(out), resumed.Round(time.Millisecond))
-	leader.host.unthrottle(t)
-	st = waitNetHealthy(t, members[0], 3)
-	if st.Leader != follower.name {
-		t.Logf("after the move and the unthrottle %s leads (moved to %s)", st.Leader, follower.name)
-	}
+	resumed := c.hist.nextWriteVia(t, c.plain, leader, moved)
+	t.Logf("MEASURED: cluster move-leader took %v (%s); the first write sent after it began through a follower succeeded %v after it began (issue's target: %v)",
+		cmdTook.Round(time.Millisecond), strings.TrimSpace(out), resumed.Round(time.Millisecond), slowLeaderTarget)
+	timingTarget(t, resumed <= slowLeaderTarget, "writes through the followers resumed %v after cluster move-leader began (target %v)", resumed.Round(time.Millisecond), slowLeaderTarget)
+	c.unthrottle(leader)
+}
 
-	// Round 2: the members move it by themselves.
-	leader = byMemberName(t, members, st.Leader)
-	throttled = time.Now()
-	leader.host.throttle(t, slowLeaderRate)
-	t.Logf("throttled %s, the etcd leader, to %s; waiting for a follower to move the leadership", leader.name, slowLeaderRate)
-	var newLeader string
-	// The verdict (about 6 s), the wait of a follower whose lowest-ID
-	// peer cannot move (15 s: in its cooldown after round 1) and a move
-	// (up to 40 s) fit in 90 s.
-	for deadline := time.Now().Add(90 * time.Second); newLeader == ""; {
-		for _, m := range members {
-			if m == leader {
+// metric reads one series of m's /metrics (-1 when it has none).
+func (m *netMember) metric(ctx context.Context, t *testing.T, series string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	body, err := m.clients(t, wireJSON).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("/metrics of %s: %v", m.name, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// firstLogAfter is when the first log line of a member other than skip
+// containing what was written after since, relative to since ("none"
+// when no line says so).
+func firstLogAfter(members []*netMember, skip *netMember, since time.Time, what string) string {
+	var first time.Time
+	for _, m := range members {
+		if m == skip {
+			continue
+		}
+		for _, line := range strings.Split(m.ts.Log(), "\n") {
+			if !strings.Contains(line, what) {
 				continue
 			}
-			if s, err := m.status(ctx, t); err == nil && s.Leader != "" && s.Leader != leader.name {
-				newLeader = s.Leader
-			}
-		}
-		switch {
-		case newLeader != "":
-		case time.Now().After(deadline):
-			endEarly("no follower moved it off " + leader.name + " within 90 s of the throttle, and the others elected none")
-			return
-		default:
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	movedAfter := time.Since(throttled)
-	resumed = hist.nextWriteVia(t, plain, leader, throttled.Add(movedAfter))
-	stall = hist.longestGap(plain, leader, throttled, throttled.Add(movedAfter))
-	t.Logf("MEASURED: the leadership left the throttled %s for %s %v after the throttle (a follower moved it, or the others elected one); the first write sent after the move succeeded %v after it; the longest gap between writes through the others from the throttle to the move %v",
-		leader.name, newLeader, movedAfter.Round(time.Millisecond), resumed.Round(time.Millisecond), stall.Round(time.Millisecond))
-	leader.host.unthrottle(t)
-	waitNetHealthy(t, members[0], 3)
-	eventually(t, 30*time.Second, "a write through the unthrottled "+leader.name, func() (bool, string) {
-		return hist.succeededThrough(slicesIndex(members, leader), time.Now().Add(-time.Second)), "none yet"
-	})
-	stopWriters()
-	hist.check(t)
-	for _, m := range members {
-		for _, line := range strings.Split(m.ts.Log(), "\n") {
-			if strings.Contains(line, "slow") || strings.Contains(line, "Moved the") || strings.Contains(line, "leadership transfer") {
-				t.Logf("%s: %s", m.name, line)
+			stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if err == nil && at.After(since) && (first.IsZero() || at.Before(first)) {
+				first = at
 			}
 		}
 	}
+	if first.IsZero() {
+		return "none"
+	}
+	return first.Sub(since).Round(time.Millisecond).String() + " after the throttle"
 }
 
 // longestGap is the longest time between successful writes through
