@@ -37,16 +37,18 @@ const (
 // 0.1 s) and stop records with wall-clock nanoseconds to the file $1, so
 // that the test can reconstruct who ran when. It exits with $STOP_CODE when
 // asked to stop, unless $IGNORE_TERM is set: then it records "term" and
-// carries on until SIGKILL.
+// carries on until SIGKILL. Its traps are set before its start record: a
+// test that signals it once it sees that record must find them (at load
+// 30 a SIGTERM came first, and the shell died with 143, no stop record).
 const runChildScript = `#!/bin/sh
 f=$1
 id=$LEASEHOLD_HOLDER_IDENTITY
-echo "start $id $(date +%s%N) $LEASEHOLD_LEASE_TRANSITIONS $LEASEHOLD_LEASE_NAMESPACE/$LEASEHOLD_LEASE_NAME $LEASEHOLD_ACQUIRE_TIME $LEASEHOLD_SERVER" >> "$f"
 if [ -n "$IGNORE_TERM" ]; then
 	trap 'echo "term $id $(date +%s%N)" >> "$f"' TERM INT
 else
 	trap 'echo "stop $id $(date +%s%N)" >> "$f"; exit ${STOP_CODE:-0}' TERM INT
 fi
+echo "start $id $(date +%s%N) $LEASEHOLD_LEASE_TRANSITIONS $LEASEHOLD_LEASE_NAMESPACE/$LEASEHOLD_LEASE_NAME $LEASEHOLD_ACQUIRE_TIME $LEASEHOLD_SERVER" >> "$f"
 while :; do
 	# date may die from the SIGTERM sent to the whole group: no record then.
 	t=$(date +%s%N) && echo "tick $id $t" >> "$f"
