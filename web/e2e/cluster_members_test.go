@@ -52,7 +52,11 @@ func clusterURLs(t *testing.T, kubeconfig string) (memberURLs, error) {
 // changes nothing. The ports a listener moves to are picked just before
 // the move: one that another process took between the pick and the bind
 // fails the start with "address already in use", which the test checks
-// and then moves to another port.
+// and then moves to another port. (A CI run failed when the client port,
+// picked with the others at the start, was bound only minutes later:
+// CI's summary showed the failure's first four lines, the start's log up
+// to its last line, which says why; a failed start's last line now comes
+// first.)
 func TestClusterRestartKeepsAddresses(t *testing.T) {
 	testneeds.Slow(t, "an embedded etcd member restarted five times")
 	t.Parallel()
@@ -87,7 +91,7 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 		t.Helper()
 		p, ready := spawn(args...)
 		if !ready {
-			t.Fatalf("serve %q exited with code %d before it was ready:\n%s", args, p.code, p.log.String())
+			t.Fatalf("serve %q exited with code %d before it was ready, saying %q; its log:\n%s", args, p.code, lastLines(p.log.String(), 1), p.log.String())
 		}
 		return started(p, wantListen, args)
 	}
@@ -109,7 +113,7 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 			}
 			clash := "listen tcp " + to + ": bind: address already in use"
 			if !strings.Contains(p.log.String(), clash) || p.code == 0 || attempt == 3 {
-				t.Fatalf("serve %q exited with code %d before it was ready:\n%s", args, p.code, p.log.String())
+				t.Fatalf("serve %q exited with code %d before it was ready, saying %q; its log:\n%s", args, p.code, lastLines(p.log.String(), 1), p.log.String())
 			}
 			t.Logf("serve %q: another process took %s since it was picked; the start said so (%q), and the move is tried on another port", args, to, clash)
 		}
