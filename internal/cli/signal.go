@@ -14,12 +14,13 @@ import (
 // want to wait for the graceful drain. Other commands (leasehold run
 // forwards signals to its child) handle repeated signals themselves.
 func SignalContext(exitOnSecond bool) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
-		<-ch
-		cancel()
+		// The cause names the signal: a start it interrupts says so
+		// (context.Cause), rather than a bare "context canceled".
+		cancel(fmt.Errorf("received signal %s: %w", <-ch, context.Canceled))
 		if !exitOnSecond {
 			return
 		}
@@ -29,6 +30,6 @@ func SignalContext(exitOnSecond bool) (context.Context, context.CancelFunc) {
 	}()
 	return ctx, func() {
 		signal.Stop(ch)
-		cancel()
+		cancel(context.Canceled)
 	}
 }

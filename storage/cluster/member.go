@@ -208,6 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		e.Close()
 		return nil, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	select {
@@ -227,6 +228,10 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		m.peers.Close()
 		e.Server.HardStop()
 		e.Close()
+		if parent.Err() != nil {
+			// Not the start timeout: the server is stopping (a signal).
+			return nil, fmt.Errorf("cluster: etcd member %s: its start was interrupted before it was ready: %w", cfg.Name, context.Cause(parent))
+		}
 		return nil, fmt.Errorf("cluster: etcd member %s not ready within %s (no quorum? are the other members up? "+
 			"a member removed from the cluster is refused by the others' peer ports and never gets ready): %w", cfg.Name, cfg.StartTimeout, ctx.Err())
 	}

@@ -24,7 +24,6 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
-	"go.uber.org/zap"
 
 	"github.com/leasehold/leasehold/internal/datadir"
 	"github.com/leasehold/leasehold/storage/etcd"
@@ -99,7 +98,7 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 	}
 	tmp.ListenPeer, tmp.ListenClient = "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
 	tmp.AdvertisePeer, tmp.AdvertiseClient = "https://"+tmp.ListenPeer, "https://"+tmp.ListenClient
-	raised, err := commitLogTail(tmp.Paths.EtcdDir)
+	raised, err := commitLogTail(tmp.Paths.EtcdDir, log)
 	if err != nil {
 		return out, fmt.Errorf("cluster: reset: %w", err)
 	}
@@ -132,8 +131,12 @@ func Reset(ctx context.Context, dir datadir.Layout, log *slog.Logger) (ResetResu
 // which is now gone, would be dropped. With the rest of the cluster lost
 // for good, every entry the survivor holds is the best history left, so
 // all of it is kept. Only the reset's copy of the data is changed.
-func commitLogTail(etcdDir string) (uint64, error) {
-	lg := zap.NewNop()
+//
+// etcd's WAL code ends the process where it cannot go on (a zap Fatal):
+// its logger says why first, as the embedded member's does (a no-op
+// logger would exit with code 1 and not a word).
+func commitLogTail(etcdDir string, log *slog.Logger) (uint64, error) {
+	lg := etcd.NewZapLogger(log, etcd.ZapLog{Label: "etcd raft log", Exit: os.Exit})
 	walDir := filepath.Join(etcdDir, "member", "wal")
 	walSnaps, err := wal.ValidSnapshotEntries(lg, walDir)
 	if err != nil {

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -101,5 +104,31 @@ func TestLearnerWatch(t *testing.T) {
 	w.observe(map[uint64]bool{}, t0)
 	if len(w.since) != 0 {
 		t.Errorf("members no longer learners are remembered: %v", w.since)
+	}
+}
+
+// TestStartInterruptedSaysWhy: a start that the server's stop (a signal)
+// interrupts before the member is ready says so, with the signal, and not
+// that the member was not ready within its start timeout, which sent the
+// reader looking for a missing quorum.
+func TestStartInterruptedSaysWhy(t *testing.T) {
+	cfg := memberConfig(t, newTestCA(t, "test-ca"), t.TempDir(), "m1", nil)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	// Cancelled already: etcd needs an election before it is ready, which
+	// Start's wait cannot see before the cancellation.
+	cancel(fmt.Errorf("received signal terminated: %w", context.Canceled))
+	m, err := Start(ctx, cfg)
+	if err == nil {
+		m.Close()
+		t.Fatal("Start with a cancelled context succeeded")
+	}
+	for _, want := range []string{"member m1: its start was interrupted before it was ready", "received signal terminated"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start interrupted: %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "not ready within") || !errors.Is(err, context.Canceled) {
+		t.Errorf("Start interrupted: %q blames the start timeout, or is not context.Canceled", err)
 	}
 }

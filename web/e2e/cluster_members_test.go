@@ -49,11 +49,18 @@ func clusterURLs(t *testing.T, kubeconfig string) (memberURLs, error) {
 // listeners where it did (the kubeconfig too); a new --listen moves the
 // API and is kept for the next restart; a new client port is applied
 // (the cluster learns it); a new peer URL is refused with the reason and
-// changes nothing.
+// changes nothing. The ports a listener moves to are picked just before
+// the move: one that another process took between the pick and the bind
+// fails the start with "address already in use", which the test checks
+// and then moves to another port. (A CI run failed when the client port,
+// picked with the others at the start, was bound only minutes later:
+// CI's summary showed the failure's first four lines, the start's log up
+// to its last line, which says why; a failed start's last line now comes
+// first.)
 func TestClusterRestartKeepsAddresses(t *testing.T) {
 	testneeds.Slow(t, "an embedded etcd member restarted five times")
 	t.Parallel()
-	ports := freeLoopbackPorts(t, 6)
+	ports := freeLoopbackPorts(t, 3)
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -63,13 +70,14 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 			t.Logf("last start's log:\n%s", last.log.String())
 		}
 	})
-	serve := func(wantListen string, args ...string) *testServer {
+	spawn := func(args ...string) (*serverProcess, bool) {
 		t.Helper()
 		p, ready := spawnServer(t, append([]string{"--data-dir", dir, "--log-level", "info"}, args...), nil)
 		last = p
-		if !ready {
-			t.Fatalf("serve %q exited with code %d before it was ready", args, p.code)
-		}
+		return p, ready
+	}
+	started := func(p *serverProcess, wantListen string, args []string) *testServer {
+		t.Helper()
 		if p.hostPort() != wantListen {
 			t.Errorf("serve %q serves at %s, want %s", args, p.hostPort(), wantListen)
 		}
@@ -79,10 +87,41 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 		}
 		return &testServer{URL: "http://" + p.hostPort(), DataDir: dir, Kubeconfig: kubeconfig, proc: p}
 	}
+	serve := func(wantListen string, args ...string) *testServer {
+		t.Helper()
+		p, ready := spawn(args...)
+		if !ready {
+			t.Fatalf("serve %q exited with code %d before it was ready, saying %q; its log:\n%s", args, p.code, lastLines(p.log.String(), 1), p.log.String())
+		}
+		return started(p, wantListen, args)
+	}
+	// moveTo starts the member with flag set to a loopback port picked
+	// now, and returns the server and that address. wantListen "" is the
+	// new address (flag moves the API).
+	moveTo := func(flag, wantListen string) (*testServer, string) {
+		t.Helper()
+		for attempt := 1; ; attempt++ {
+			to := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPorts(t, 1)[0])
+			args := []string{flag, to}
+			p, ready := spawn(args...)
+			if ready {
+				want := wantListen
+				if want == "" {
+					want = to
+				}
+				return started(p, want, args), to
+			}
+			clash := "listen tcp " + to + ": bind: address already in use"
+			if !strings.Contains(p.log.String(), clash) || p.code == 0 || attempt == 3 {
+				t.Fatalf("serve %q exited with code %d before it was ready, saying %q; its log:\n%s", args, p.code, lastLines(p.log.String(), 1), p.log.String())
+			}
+			t.Logf("serve %q: another process took %s since it was picked; the start said so (%q), and the move is tried on another port", args, to, clash)
+		}
+	}
 	stop := func(ts *testServer) {
 		t.Helper()
 		if code, ok := ts.proc.stop(30 * time.Second); !ok || code != 0 {
-			t.Fatalf("the member did not stop cleanly (code %d, stopped %t)", code, ok)
+			t.Fatalf("the member did not stop cleanly (code %d, stopped %t):\n%s", code, ok, ts.proc.log.String())
 		}
 	}
 	clientURL := func(ts *testServer) string {
@@ -125,26 +164,28 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 	stop(ts)
 
 	// A new --listen is applied, and kept.
-	ts = serve(addr(3), "--listen", addr(3))
+	ts, api := moveTo("--listen", "")
 	stop(ts)
-	ts = serve(addr(3))
+	ts = serve(api)
 	if code, out, errOut := runCLI(t, "healthcheck", "--data-dir", dir); code != 0 {
-		t.Errorf("healthcheck --data-dir alone (the recorded %s): exit %d: %s%s", addr(3), code, out, errOut)
+		t.Errorf("healthcheck --data-dir alone (the recorded %s): exit %d: %s%s", api, code, out, errOut)
 	}
 	stop(ts)
 
-	// A new peer URL is refused, saying why, and changes nothing.
+	// A new peer URL is refused, saying why, and changes nothing (the
+	// member stops before it binds anything).
 	state := filepath.Join(dir, "cluster", "member.json")
 	before, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ready := spawnServer(t, []string{"--data-dir", dir, "--peer-listen", addr(4)}, nil)
+	newPeer := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPorts(t, 1)[0])
+	p, ready := spawnServer(t, []string{"--data-dir", dir, "--peer-listen", newPeer}, nil)
 	if ready {
 		t.Fatalf("a restart with a new peer URL started:\n%s", p.log.String())
 	}
 	<-p.exited
-	for _, want := range []string{"peer URL from https://" + addr(1) + " to https://" + addr(4), "member update", "leasehold cluster remove m1"} {
+	for _, want := range []string{"peer URL from https://" + addr(1) + " to https://" + newPeer, "member update", "leasehold cluster remove m1"} {
 		if !strings.Contains(p.log.String(), want) {
 			t.Errorf("the refused restart (code %d) did not say %q:\n%s", p.code, want, p.log.String())
 		}
@@ -157,14 +198,14 @@ func TestClusterRestartKeepsAddresses(t *testing.T) {
 	}
 
 	// A new client port is applied: etcd publishes it, and it is kept.
-	ts = serve(addr(3), "--cluster-client-listen", addr(5))
-	if got := clientURL(ts); got != "https://"+addr(5) {
-		t.Errorf("client URL after --cluster-client-listen %s: %s", addr(5), got)
+	ts, client := moveTo("--cluster-client-listen", api)
+	if got := clientURL(ts); got != "https://"+client {
+		t.Errorf("client URL after --cluster-client-listen %s: %s", client, got)
 	}
 	stop(ts)
-	ts = serve(addr(3))
-	if got := clientURL(ts); got != "https://"+addr(5) {
-		t.Errorf("client URL after the next restart with the data directory alone: %s, want https://%s", got, addr(5))
+	ts = serve(api)
+	if got := clientURL(ts); got != "https://"+client {
+		t.Errorf("client URL after the next restart with the data directory alone: %s, want https://%s", got, client)
 	}
 	readLease(ts)
 	stop(ts)

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,18 +57,31 @@ type clusterStatus struct {
 	QuorumRoundTripMs int64 `json:"quorumRoundTripMs"`
 }
 
+// handedOut holds every port freeLoopbackPorts returned in this test
+// process: none is returned twice. A test binds its ports when its
+// members start, and again at each restart, minutes after it chose them;
+// a port that is free while its member is stopped must not go to another
+// test meanwhile (parallel tests chose ports from the same range).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // freeLoopbackPorts finds n free ports below the kernel's ephemeral range
 // (32768 and up by default), so that no outgoing connection of an earlier
-// member takes one before its member binds it.
+// member takes one before its member binds it, and that no other test of
+// this process was given (handedOut).
 func freeLoopbackPorts(t *testing.T, n int) []int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var ports []int
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 1000 {
 			t.Fatalf("no %d free loopback ports in 20000-32000", n)
 		}
 		port := 20000 + rand.IntN(12000)
-		if slices.Contains(ports, port) {
+		if handedOut.ports[port] {
 			continue
 		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -77,6 +89,7 @@ func freeLoopbackPorts(t *testing.T, n int) []int {
 			continue
 		}
 		ln.Close()
+		handedOut.ports[port] = true
 		ports = append(ports, port)
 	}
 	return ports

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -89,15 +90,21 @@ func TestE2EOpsHealthAndMetrics(t *testing.T) {
 	}
 }
 
-// startChild starts the built binary as a server and returns its URL.
-func startChild(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
+// startChild starts the built binary as a server and returns its URL and
+// what it writes to its standard error: the test's own output is no place
+// for it (a second signal's "exiting immediately", which this file's
+// shutdown test causes on purpose, read in CI's output as if a server of
+// another test had been killed).
+func startChild(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *syncWriter) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-format", "json"}, args...)...)
+	cmd.SysProcAttr = childSysProcAttr()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	stderr := &syncWriter{w: new(bytes.Buffer)}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +121,11 @@ func startChild(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
 	}()
 	select {
 	case u := <-urlc:
-		return cmd, u
+		return cmd, u, stderr
 	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not start within 30s")
+		t.Fatalf("the server did not start within 30s; its standard error:\n%s", stderr.String())
 	}
-	return nil, ""
+	return nil, "", nil
 }
 
 // openWatch starts a watch and returns its body once the headers arrived.
@@ -158,7 +165,7 @@ func TestE2EOpsShutdown(t *testing.T) {
 	t.Parallel()
 	bin := leaseholdBinary(t)
 
-	cmd, url := startChild(t, bin)
+	cmd, url, _ := startChild(t, bin)
 	var watches []io.ReadCloser
 	for range 3 {
 		watches = append(watches, openWatch(t, url))
@@ -177,7 +184,7 @@ func TestE2EOpsShutdown(t *testing.T) {
 		w.Close()
 	}
 
-	cmd, url = startChild(t, bin, "--shutdown-delay-duration", "20s")
+	cmd, url, stderr := startChild(t, bin, "--shutdown-delay-duration", "20s")
 	w := openWatch(t, url)
 	defer w.Close()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -203,6 +210,9 @@ func TestE2EOpsShutdown(t *testing.T) {
 	// At once: well before the 20 s delay the first SIGTERM started.
 	if code, took := waitExit(t, cmd, 20*time.Second); code != 1 || took >= 10*time.Second {
 		t.Errorf("second SIGTERM: exit %d after %s, want 1 at once (not after the 20s delay)", code, took)
+	}
+	if want := "leasehold: second signal (terminated), exiting immediately"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("second SIGTERM: the server did not say %q on its standard error:\n%s", want, stderr.String())
 	}
 }
 
