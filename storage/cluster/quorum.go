@@ -19,10 +19,23 @@ import (
 // etcd's own check that the member has been connected to a quorum for a
 // while (a member just stopped or started).
 func waitable(err error) bool {
-	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || errors.Is(err, rpctypes.ErrUnhealthy) ||
-		errors.Is(err, rpctypes.ErrLeaderChanged)
+	return electionUnderWay(err) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || errors.Is(err, rpctypes.ErrUnhealthy)
+}
+
+// electionUnderWay reports an answer that a member gives while it has no
+// raft leader, or while the one it had is replaced: the read was not
+// answered, and a new leader answers it when sent again (the backup's
+// barrier waits these out; membership changes, waitable, more).
+func electionUnderWay(err error) bool {
+	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
+		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	desc := rpctypes.ErrorDesc(err)
+	return desc == rpctypes.ErrNoLeader.Error() || desc == rpctypes.ErrLeaderChanged.Error()
 }
 
 // errLeaderSilent is the cause of a removal not sent: the leader this

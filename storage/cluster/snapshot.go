@@ -18,7 +18,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdutl "go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
@@ -132,20 +131,6 @@ func (m *Member) Barrier(ctx context.Context) (int64, error) {
 		case <-time.After(barrierRetryPause):
 		}
 	}
-}
-
-// electionUnderWay reports an answer that a member gives while it has no
-// raft leader, or while the one it had is replaced: the read was not
-// answered, and a new leader answers it when sent again.
-func electionUnderWay(err error) bool {
-	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrGRPCNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged,
-		rpctypes.ErrTimeout, rpctypes.ErrGRPCTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrGRPCTimeoutDueToLeaderFail} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	desc := rpctypes.ErrorDesc(err)
-	return desc == rpctypes.ErrNoLeader.Error() || desc == rpctypes.ErrLeaderChanged.Error()
 }
 
 // barrierError is the refusal of a backup whose barrier read failed.
