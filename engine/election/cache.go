@@ -62,7 +62,7 @@ func (c *Controller) runCandidateInformer(ctx context.Context) {
 				c.forgetCandidate(lc)
 				return
 			}
-			c.observeCandidate(lc, true)
+			c.observeCandidate(lc, fromWatch)
 		},
 		OnError: func(err error) {
 			c.log.Warn("Election controller list or watch failed", "resource", "leasecandidates", "err", err)
@@ -201,15 +201,35 @@ func (c *Controller) replaceLeases(items []coordinationv1.Lease) {
 // signalLocked wakes the worker; it never blocks, so holding c.mu is fine.
 func (c *Controller) signalLocked() { c.signal() }
 
-// observeCandidate records a candidate. live means the object came from a
-// watch event or a write result (a renewal seen now is proof of life);
-// a listed object only tells when it claims to have renewed.
-func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, live bool) {
+// candSource says where observeCandidate's object comes from.
+type candSource int
+
+const (
+	// fromList: a listed object only tells when it claims to have renewed.
+	fromList candSource = iota
+	// fromWatch: an event; a renewal seen now is proof of life.
+	fromWatch
+	// fromWrite: the result of the controller's own write (a ping). It is
+	// as live as an event but may arrive after the candidate's deletion
+	// event (the write committed first, its result came back later), so
+	// it only refreshes a candidate the cache still holds under the same
+	// UID and never adds one: else a deleted candidate would stay cached,
+	// counted and pinged, until the next relist.
+	fromWrite
+)
+
+// observeCandidate records a candidate seen in a list, an event or a
+// write result (see candSource).
+func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, src candSource) {
 	k := leaseKey{lc.Namespace, lc.Spec.LeaseName}
 	now, wall := c.now(), c.wall()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	byName := c.cands[k]
+	old := byName[lc.Name]
+	if src == fromWrite && (old == nil || old.obj.UID != lc.UID) {
+		return
+	}
 	if byName == nil {
 		byName = map[string]*candEntry{}
 		c.cands[k] = byName
@@ -219,7 +239,6 @@ func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, li
 			c.unfetched[k] = struct{}{}
 		}
 	}
-	old := byName[lc.Name]
 	if old != nil && old.obj.UID != lc.UID {
 		old = nil // deleted and recreated under the same name
 	}
@@ -239,7 +258,7 @@ func (c *Controller) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, li
 		switch {
 		case lc.Spec.RenewTime == nil:
 			e.renewAt, e.ackAt = time.Time{}, time.Time{}
-		case live:
+		case src != fromList:
 			e.renewAt, e.ackAt = now, now
 		default:
 			e.renewAt = now.Add(-wallAge(lc.Spec.RenewTime.Time, wall))
@@ -276,7 +295,7 @@ func (c *Controller) replaceCandidates(items []coordinationv1beta1.LeaseCandidat
 	for i := range items {
 		lc := &items[i]
 		seen[id{lc.Namespace, lc.Name}] = true
-		c.observeCandidate(lc, false)
+		c.observeCandidate(lc, fromList)
 	}
 	c.mu.Lock()
 	for k, byName := range c.cands {

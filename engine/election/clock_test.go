@@ -249,7 +249,7 @@ func TestListedCandidateAgedOnce(t *testing.T) {
 			rt := metav1.NewMicroTime(renew)
 			lc.Spec.RenewTime = &rt
 		}
-		env.c.observeCandidate(lc, false)
+		env.c.observeCandidate(lc, fromList)
 	}
 	listed("future", time.Now(), time.Now()) // renewed by a clock 50 years ahead of ours
 	listed("stale", wall.Add(-40*time.Minute), wall.Add(-time.Hour))

@@ -259,7 +259,7 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(w.Stop)
-		env.c.observeCandidate(candidateObj("a", "1.30.0", abi.BuiltinStrategy), true)
+		env.c.observeCandidate(candidateObj("a", "1.30.0", abi.BuiltinStrategy), fromWatch)
 		if !env.c.startFetch(k) {
 			t.Fatal("no read for a lease whose first candidate appeared")
 		}
@@ -322,7 +322,7 @@ func TestFetchVersusWatchEvent(t *testing.T) {
 		env.c.forgetCandidate(cand)
 		renewed := env.updateLease("l", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()} })
 		env.c.observeLease(next(t, events, watch.Modified).(*coordinationv1.Lease))
-		env.c.observeCandidate(cand, true)
+		env.c.observeCandidate(cand, fromWatch)
 		env.c.endFetch(k, rv0)
 		if e := env.cachedLease("l"); e != nil {
 			t.Fatalf("stale read cached at rv %s", rv(e))

@@ -622,3 +622,102 @@ func TestHandOverWriteOutlastsRenewals(t *testing.T) {
 		t.Errorf("lease = %+v, want c's term untouched", l.Spec)
 	}
 }
+
+// TestPingResultAfterDeletionNotCached: a ping's write commits, the
+// candidate is deleted, the deletion's event reaches the cache, and only
+// then the ping's result comes back (on a slow machine, as in CI under
+// qemu). The result must not bring the deleted candidate back into the
+// cache, where it would be counted and pinged until the next relist; it
+// still refreshes a candidate that exists.
+func TestPingResultAfterDeletionNotCached(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, fastOptions())
+	a := env.join("a", "kcm", "1.30.0", "1.30.0")
+	a.ack.Store(false) // its renewals would race the writes below
+	env.run()
+	env.candidateSynced("a")
+	k := leaseKey{testNS, "kcm"}
+	// ping writes pingTime as the controller does (which pings too, so a
+	// conflict is retried).
+	ping := func() *coordinationv1beta1.LeaseCandidate {
+		t.Helper()
+		for {
+			o, err := env.e.Get(ctx, env.cands, "a", &metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := o.(*coordinationv1beta1.LeaseCandidate).DeepCopy()
+			pt := metav1.NewMicroTime(time.Now())
+			lc.Spec.PingTime = &pt
+			out, _, err := env.e.Update(ctx, env.cands, "a", lc, &metav1.UpdateOptions{})
+			if err == nil {
+				return out.(*coordinationv1beta1.LeaseCandidate)
+			}
+			if !apierrors.IsConflict(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// A result that arrives in time refreshes the cached candidate.
+	fresh := ping()
+	env.c.observeCandidate(fresh, fromWrite)
+	if e := env.cachedCandidate("kcm", "a"); e == nil || rvOf(e.obj) < rvOf(fresh) {
+		t.Fatalf("write result of a cached candidate not taken: %+v", e)
+	}
+
+	late := ping()
+	a.stop()
+	if _, _, err := env.e.Delete(ctx, env.cands, "a", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.candidateSynced("a")
+	env.c.observeCandidate(late, fromWrite)
+	if e := env.cachedCandidate("kcm", "a"); e != nil {
+		t.Fatalf("a deleted candidate came back into the cache from a late write result (rv %d)", rvOf(e.obj))
+	}
+	// The controller's own ping of the candidate it still thought alive
+	// finds it gone and leaves the cache as it is.
+	env.c.pingOne(ctx, k, late.DeepCopy())
+	if e := env.cachedCandidate("kcm", "a"); e != nil {
+		t.Fatalf("a ping of a deleted candidate cached it again (rv %d)", rvOf(e.obj))
+	}
+	env.c.mu.Lock()
+	_, byLease := env.c.cands[k]
+	env.c.mu.Unlock()
+	if byLease {
+		t.Error("an empty candidate set was left for the lease")
+	}
+}
+
+// TestUpdateResultAfterDeletionNotCached is the same race for a lease the
+// controller updated: its result, back after the deletion's event, must
+// not bring the lease back into the cache (where it would also keep the
+// lease's decision history from being deleted with it).
+func TestUpdateResultAfterDeletionNotCached(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, fastOptions())
+	st := coordinationv1.CoordinatedLeaseStrategy(abi.BuiltinStrategy)
+	env.createLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l"}, Spec: coordinationv1.LeaseSpec{Strategy: &st}})
+	env.run()
+	env.eventually(2*time.Second, "the coordinated lease cached", func() bool { return env.cachedLease("l") != nil })
+	relabel := func(v string) *coordinationv1.Lease {
+		return env.updateLease("l", func(l *coordinationv1.Lease) { metav1.SetMetaDataLabel(&l.ObjectMeta, "v", v) })
+	}
+	fresh := relabel("1")
+	env.c.observeUpdatedLease(fresh)
+	if e := env.cachedLease("l"); e == nil || rvOf(e.obj) < rvOf(fresh) {
+		t.Fatalf("update result of a cached lease not taken: %+v", e)
+	}
+	late := relabel("2")
+	if _, _, err := env.e.Delete(ctx, env.leases, "l", &metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.eventually(2*time.Second, "the deletion seen", func() bool { return env.cachedLease("l") == nil })
+	env.c.observeUpdatedLease(late)
+	if e := env.cachedLease("l"); e != nil {
+		t.Fatalf("a deleted lease came back into the cache from a late update result (rv %d)", rvOf(e.obj))
+	}
+}

@@ -180,9 +180,30 @@ func (c *Controller) writeLease(ctx context.Context, k leaseKey, l *coordination
 		return fmt.Errorf("write lease %s: %w", k, err)
 	}
 	if ol, ok := out.(*coordinationv1.Lease); ok {
-		c.observeLease(ol)
+		if create {
+			c.observeLease(ol)
+		} else {
+			c.observeUpdatedLease(ol)
+		}
 	}
 	return nil
+}
+
+// observeUpdatedLease feeds an update's result to the cache only if the
+// cache still holds that lease (same UID). The result may come back after
+// the lease's deletion event: taken as it is, it would bring the deleted
+// lease back into the cache and cancel the deletion of its history.
+func (c *Controller) observeUpdatedLease(l *coordinationv1.Lease) {
+	k := leaseKey{l.Namespace, l.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.leases[k]; old == nil || old.obj.UID != l.UID {
+		return
+	}
+	if _, changed := c.storeLeaseLocked(k, l); changed {
+		c.enqueueLocked(k)
+		c.signalLocked()
+	}
 }
 
 // ping writes pingTime on each named candidate, in parallel as upstream
@@ -230,7 +251,7 @@ func (c *Controller) pingOne(ctx context.Context, k leaseKey, lc *coordinationv1
 	}
 	c.stats.pings.Add(1)
 	if o, ok := out.(*coordinationv1beta1.LeaseCandidate); ok {
-		c.observeCandidate(o, true)
+		c.observeCandidate(o, fromWrite)
 	}
 	c.mu.Lock()
 	if e := c.cands[k][lc.Name]; e != nil && e.obj.UID == lc.UID {
