@@ -364,11 +364,8 @@ func (l *leadership) standIn(ctx context.Context) {
 		} else if leaderless.IsZero() {
 			leaderless = time.Now()
 		} else if time.Since(leaderless) >= leaderlessFor && time.Since(stood) > electTimeout {
-			l.mu.Lock()
-			l.stoodAt = time.Now()
-			l.mu.Unlock()
 			term := srv.Term()
-			err := srv.Process(ctx, raftpb.Message{Type: raftpb.MsgTimeoutNow, From: suspect, To: uint64(srv.MemberID()), Term: term})
+			err := l.standForElection(ctx, suspect, term)
 			l.m.log.Warn("Stood for election after the slow etcd leader lost its leadership, with no leader for a while",
 				"slow_leader", memberNameOf(srv.Cluster().Members(), suspect), "leaderless", time.Since(leaderless).Round(time.Millisecond), "term", term, "err", err)
 			leaderless = time.Time{}
@@ -380,6 +377,19 @@ func (l *leadership) standIn(ctx context.Context) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// standForElection makes this member stand for election at once in term
+// (ignored by raft if the term is no longer current): its own raft is
+// handed the MsgTimeoutNow that lead would send at the end of a
+// leadership transfer (see electOffSlow for why that is safe). It
+// records when, for standIn's and the moves' cooldowns.
+func (l *leadership) standForElection(ctx context.Context, lead, term uint64) error {
+	l.mu.Lock()
+	l.stoodAt = time.Now()
+	l.mu.Unlock()
+	srv := l.m.etcd.Server
+	return srv.Process(ctx, raftpb.Message{Type: raftpb.MsgTimeoutNow, From: lead, To: uint64(srv.MemberID()), Term: term})
 }
 
 const (
@@ -572,17 +582,11 @@ func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
 // (unknown outcome) once they see the new leader.
 func (m *Member) electOffSlow(ctx context.Context, lead uint64) error {
 	srv := m.etcd.Server
-	self := uint64(srv.MemberID())
 	term := srv.Term()
 	if uint64(srv.Leader()) == lead && srv.Term() == term {
 		// A stale term (the leader changed meanwhile) makes raft ignore
 		// the message.
-		l := m.leadership
-		l.mu.Lock()
-		l.stoodAt = time.Now()
-		l.mu.Unlock()
-		msg := raftpb.Message{Type: raftpb.MsgTimeoutNow, From: lead, To: self, Term: term}
-		if err := srv.Process(ctx, msg); err != nil {
+		if err := m.leadership.standForElection(ctx, lead, term); err != nil {
 			return fmt.Errorf("stand for election off the slow leader %x: %w", lead, err)
 		}
 	}
