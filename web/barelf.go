@@ -175,6 +175,12 @@ func (s *headerLines) add(part []byte) {
 	s.nameLen += copy(s.name[s.nameLen:], part)
 }
 
+// inRequestLine reports a request line begun and not ended: part of a
+// line, not an empty one, outside a header block.
+func (s *headerLines) inRequestLine() bool {
+	return !s.passThrough && !s.inBlock && s.lineLen > 0 && !(s.lineLen == 1 && s.lastCR)
+}
+
 // sawCR appends the CR the reader inserted.
 func (s *headerLines) sawCR() {
 	s.lineLen++
