@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 )
@@ -27,7 +28,17 @@ import (
 // line reader returns a partial line without the error, which it then
 // refuses as a malformed request line, 400 (a fragment that happens to be
 // a whole request line goes on to the headers and ends silently). A body
-// cut short is the handler's to answer, there and here (answerBodyError).
+// cut short is still answered, 400, as readBody's failures are: its
+// client awaits a response, so the answer is not unsolicited
+// (kube-apiserver sets no body timeout and holds such a request).
+//
+// fasthttp's ErrorHandler is told neither which part of a request failed
+// (a body that fails to read resets the request, header and all) nor
+// whether any of it came; crlfConn, which follows the header lines of
+// every connection Serve accepts, tells: a request declaring a body puts
+// it into passThrough, so before that every failure is within a header,
+// and from then on fasthttp's own wrapping of header errors tells them
+// from body ones.
 
 // quietClose reports whether err, which ended the reading of a request,
 // is one net/http answers with nothing, and if so closes the connection,
@@ -35,7 +46,16 @@ import (
 // whatever the ErrorHandler did, and ignores the write's failure). It
 // costs nothing outside the error path.
 func quietClose(rc *fasthttp.RequestCtx, err error) bool {
-	if !isConnReadError(err) || !inHeader(rc) || requestLineCut(rc.Conn()) {
+	if !isConnReadError(err) {
+		return false
+	}
+	lines := connLines(rc.Conn())
+	switch {
+	case lines == nil: // not a connection Serve accepted: no telling
+		return false
+	case lines.inRequestLine(): // net/http's 400
+		return false
+	case lines.passThrough && !isHeaderError(err): // a body cut short
 		return false
 	}
 	_ = rc.Conn().Close()
@@ -54,25 +74,22 @@ func isConnReadError(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "read"
 }
 
-// inHeader reports whether the request's header was still being read: a
-// header fasthttp failed to read is reset, and one that was read and has a
-// body to read declares its length (or -1, chunked). A body read that
-// fails is answered like readBody's failures: 400.
-func inHeader(rc *fasthttp.RequestCtx) bool {
-	return rc.Request.Header.ContentLength() == 0
+// isHeaderError reports fasthttp's wrapping of an error met within a
+// request's header (its headerErrorMsg, in every fasthttp version so far).
+// A connection's first request that failed before its first byte gets
+// the bare error, but then crlfConn is not in passThrough.
+func isHeaderError(err error) bool {
+	return strings.HasPrefix(err.Error(), "error when reading request headers")
 }
 
-// requestLineCut reports whether c's bytes since its last request end in
-// part of a request line (see above). crlfConn follows the lines; on a
-// connection it no longer follows (after a request with a body) or does
-// not wrap (a caller's own fasthttp.Server), this reports false, and the
-// connection closes quietly as for a header cut short.
-func requestLineCut(c net.Conn) bool {
+// connLines is the header line state of c, a connection Serve accepted, or
+// nil. Only the connection's own goroutine reads it, as it does c.
+func connLines(c net.Conn) *headerLines {
 	switch c := c.(type) {
 	case *crlfConn:
-		return c.lines.inRequestLine()
+		return &c.lines
 	case *crlfTLSConn:
-		return c.lines.inRequestLine()
+		return &c.lines
 	}
-	return false
+	return nil
 }
