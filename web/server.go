@@ -255,6 +255,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// body limit and the budget of bytes in flight.
 		StreamRequestBody:  true,
 		MaxRequestBodySize: s.maxBody,
+		// Else fasthttp reads a multipart/form-data body whole before the
+		// handler runs, whatever its length, keeping 16 MiB in memory and
+		// the rest in temporary files: no request here takes a form.
+		DisablePreParseMultipartForm: true,
 		// Request line and headers must fit the read buffer (fasthttp
 		// answers 431 otherwise), which bounds the header size.
 		ReadBufferSize: maxHeaderBytes,
