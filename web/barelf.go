@@ -53,7 +53,7 @@ type crlfTLSConn struct {
 	tls *tls.Conn
 }
 
-func (c *crlfTLSConn) Handshake() error                     { return c.tls.Handshake() }
+// Handshake is in plainonhttps.go.
 func (c *crlfTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
 
 // crlfConn reads a connection with every bare LF of its request header
