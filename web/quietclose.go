@@ -38,7 +38,9 @@ import (
 // every connection Serve accepts, tells: a request declaring a body puts
 // it into passThrough, so before that every failure is within a header,
 // and from then on fasthttp's own wrapping of header errors tells them
-// from body ones.
+// from body ones. Where a request line ends it no longer follows, so a
+// request line cut short after a request with a body closes quietly
+// (net/http: 400), the one case here that differs.
 
 // quietClose reports whether err, which ended the reading of a request,
 // is one net/http answers with nothing, and if so closes the connection,
