@@ -53,7 +53,7 @@ type crlfTLSConn struct {
 	tls *tls.Conn
 }
 
-func (c *crlfTLSConn) Handshake() error                     { return c.tls.Handshake() }
+// Handshake is in plainonhttps.go.
 func (c *crlfTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
 
 // crlfConn reads a connection with every bare LF of its request header
@@ -173,6 +173,12 @@ func (s *headerLines) add(part []byte) {
 	s.lineLen += len(part)
 	s.lastCR = part[len(part)-1] == '\r'
 	s.nameLen += copy(s.name[s.nameLen:], part)
+}
+
+// inRequestLine reports a request line begun and not ended: part of a
+// line, not an empty one, outside a header block.
+func (s *headerLines) inRequestLine() bool {
+	return !s.passThrough && !s.inBlock && s.lineLen > 0 && !(s.lineLen == 1 && s.lastCR)
 }
 
 // sawCR appends the CR the reader inserted.

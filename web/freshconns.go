@@ -27,10 +27,13 @@ type freshConns struct {
 	// deadline the drain gave it (zero before the drain).
 	conns    map[net.Conn]time.Time
 	draining bool
+	// readTimeout is the server's, given back to a request that arrives
+	// during the drain.
+	readTimeout time.Duration
 }
 
-func newFreshConns() *freshConns {
-	return &freshConns{conns: map[net.Conn]time.Time{}}
+func newFreshConns(readTimeout time.Duration) *freshConns {
+	return &freshConns{conns: map[net.Conn]time.Time{}, readTimeout: readTimeout}
 }
 
 // connState is fasthttp.Server.ConnState.
@@ -73,7 +76,7 @@ func (f *freshConns) arrived(c net.Conn) {
 	draining := f.draining
 	f.mu.Unlock()
 	if fresh && draining {
-		_ = c.SetReadDeadline(time.Now().Add(readTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(f.readTimeout))
 	}
 }
 

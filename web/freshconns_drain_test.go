@@ -19,7 +19,7 @@ func TestDrainKeepsFreshDeadlines(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
 	defer server.Close()
-	f := newFreshConns()
+	f := newFreshConns(readTimeout)
 	f.connState(server, fasthttp.StateNew)
 	stop := make(chan struct{})
 	defer close(stop)

@@ -19,6 +19,9 @@ const (
 	maxHeaderBytes = 16 << 10
 	// readTimeout bounds reading one whole request, body included.
 	readTimeout = 30 * time.Second
+	// idleTimeout bounds the wait for the next request on a kept-alive
+	// connection (kube-apiserver's, and net/http's default transport's).
+	idleTimeout = 90 * time.Second
 )
 
 // Limits bound what clients may hold at once. Zero fields get the

@@ -140,7 +140,11 @@ type Server struct {
 	authFailures failureThrottle
 	delay        time.Duration
 	onIdle       func()
-	version      []byte // /version body, rendered once
+	// readTimeout and idleTimeout are the connection timeouts Serve
+	// gives fasthttp (readTimeout and idleTimeout of limits.go; tests
+	// shorten them).
+	readTimeout, idleTimeout time.Duration
+	version                  []byte // /version body, rendered once
 
 	// streams is cancelled when shutdown starts, ending watch streams.
 	streams     context.Context
@@ -167,7 +171,7 @@ func NewServer(opts Options) (*Server, error) {
 		log: opts.Logger, ready: opts.Ready, extra: opts.ReadyChecks, maxBody: opts.MaxRequestBodyBytes,
 		tls: opts.TLS, authn: opts.Auth, allowedHosts: normalizeAllowedHosts(opts.AllowedHosts), authz: opts.Policies, metrics: opts.Metrics,
 		backup: opts.Backup, barrier: opts.BackupBarrier, snapshots: opts.Snapshots, cluster: opts.Cluster, delay: opts.ShutdownDelay, onIdle: opts.OnIdle,
-		eng: opts.Engine, drains: opts.Drains,
+		eng: opts.Engine, drains: opts.Drains, readTimeout: readTimeout, idleTimeout: idleTimeout,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -238,7 +242,7 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 // streams end, in-flight requests get a few seconds to finish. It returns
 // nil after a shutdown, or the error that stopped serving.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	fresh := newFreshConns()
+	fresh := newFreshConns(s.readTimeout)
 	srv := &fasthttp.Server{
 		Handler:               fresh.wrap(s.handler),
 		ConnState:             fresh.connState,
@@ -251,14 +255,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// body limit and the budget of bytes in flight.
 		StreamRequestBody:  true,
 		MaxRequestBodySize: s.maxBody,
+		// Else fasthttp reads a multipart/form-data body whole before the
+		// handler runs, whatever its length, keeping 16 MiB in memory and
+		// the rest in temporary files: no request here takes a form.
+		DisablePreParseMultipartForm: true,
 		// Request line and headers must fit the read buffer (fasthttp
 		// answers 431 otherwise), which bounds the header size.
 		ReadBufferSize: maxHeaderBytes,
 		// A client must send a whole request within ReadTimeout and may
 		// idle between requests for IdleTimeout: slow or silent clients
 		// cannot pin connections. Concurrency caps connections overall.
-		ReadTimeout:     readTimeout,
-		IdleTimeout:     90 * time.Second,
+		// A connection that times out (or fails) before a request has
+		// come closes without an answer, as in net/http: see
+		// quietClose.
+		ReadTimeout:     s.readTimeout,
+		IdleTimeout:     s.idleTimeout,
 		Concurrency:     s.limits.maxConns,
 		CloseOnShutdown: true,
 		Logger:          fasthttpLogger{s.log},
@@ -317,8 +328,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // errorHandler answers requests fasthttp could not read. Oversized bodies
-// get kube-apiserver's 413 Status; other malformed requests a plain 400.
+// get kube-apiserver's 413 Status; other malformed requests a plain 400. A
+// connection whose read failed before a request arrived gets no answer
+// (quietClose).
 func (s *Server) errorHandler(rc *fasthttp.RequestCtx, err error) {
+	if quietClose(rc, err) {
+		return
+	}
 	s.begin(rc)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		s.api.WriteError(rc, s.api.TooLarge())
