@@ -180,13 +180,15 @@ func (p *pool) close() {
 
 // do runs op, a read or a write, on a healthy endpoint within the request
 // timeout, sending it again elsewhere when that is safe (see above).
-func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, kv clientv3.KV) (uint64, error)) error {
+func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, c *clientv3.Client) (uint64, error)) error {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), p.timeout)
 	defer cancel()
 	var tried []*endpoint
 	var last error
+	var again *endpoint // the endpoint to try next, whatever pick prefers
 	for {
-		e, client, healthy, termChanged := p.pick(tried)
+		e, client, healthy, termChanged := p.pick(tried, again)
+		again = nil
 		if e == nil {
 			// Every endpoint failed this round (an election under way):
 			// a short pause, and another round.
@@ -205,12 +207,12 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 		actx, abort := context.WithCancel(ctx)
 		stopHealthy := context.AfterFunc(healthy, abort)
 		stopTerm := context.AfterFunc(termChanged, abort)
-		term, err := op(actx, client.KV)
+		term, err := op(actx, client)
 		stopHealthy()
 		stopTerm()
 		abort()
 		if term > 0 {
-			p.sawTerm(term)
+			p.sawTerm(term, e)
 		}
 		switch {
 		case err == nil || definite(err):
@@ -220,6 +222,17 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 			return err
 		case notApplied(err):
 			p.fell(e, err)
+		case !write && leaderChanged(err):
+			// e's member knows a new leader, which answers it a moment
+			// later: e is tried again after a pause (others may still
+			// wait for the old leader).
+			tried = slices.DeleteFunc(tried, func(t *endpoint) bool { return t == e })
+			again = e
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(readRetryPause):
+			}
 		case healthy.Err() != nil || termChanged.Err() != nil:
 			// Ended by the pool: the endpoint fell sick, or a new term
 			// began.
@@ -233,17 +246,20 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 	}
 }
 
-// pick is the endpoint for the next attempt: the preferred one if it is
-// healthy, else another healthy one, else a sick one not tried yet (it
-// may have recovered since its last probe); nil once every endpoint was
-// tried, with its client. The contexts end the attempt: healthy when the
-// endpoint falls sick (never, for one already sick), termChanged with a
-// new raft term.
-func (p *pool) pick(tried []*endpoint) (*endpoint, *clientv3.Client, context.Context, context.Context) {
+// pick is the endpoint for the next attempt: want if it is still in the
+// pool, else the preferred one if it is healthy, else another healthy
+// one, else a sick one not tried yet (it may have recovered since its
+// last probe); nil once every endpoint was tried, with its client. The
+// contexts end the attempt: healthy when the endpoint falls sick (never,
+// for one already sick), termChanged with a new raft term.
+func (p *pool) pick(tried []*endpoint, want *endpoint) (*endpoint, *clientv3.Client, context.Context, context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var chosen *endpoint
-	if e := p.preferred; e != nil && !e.sick && !slices.Contains(tried, e) {
+	if want != nil && slices.Contains(p.eps, want) {
+		chosen = want
+	}
+	if e := p.preferred; chosen == nil && e != nil && !e.sick && !slices.Contains(tried, e) {
 		chosen = e
 	}
 	for _, sick := range []bool{false, true} {
@@ -315,9 +331,13 @@ func (p *pool) fell(e *endpoint, err error) {
 	p.s.log.Warn("etcd endpoint is sick; requests go to the others", "endpoint", e.url, "err", err)
 }
 
-// sawTerm notes a raft term from an answer's header; a higher one ends the
-// requests sent before it.
-func (p *pool) sawTerm(term uint64) {
+// sawTerm notes a raft term from an answer's header, which e gave; a
+// higher one ends the requests sent before it, and moves the requests to
+// e. The endpoint preferred until then may be the old leader's member, cut
+// off: its requests hang until a probe finds it sick, up to a probe
+// timeout after the others answer again, while e answered in the new
+// term, with a leader and a quorum behind it.
+func (p *pool) sawTerm(term uint64, e *endpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if term <= p.term {
@@ -326,6 +346,14 @@ func (p *pool) sawTerm(term uint64) {
 	if p.term != 0 {
 		p.newTerm()
 		p.termChanged, p.newTerm = context.WithCancel(context.Background())
+		if p.preferred != e && !e.sick && slices.Contains(p.eps, e) {
+			prev := "(none)"
+			if p.preferred != nil {
+				prev = p.preferred.url
+			}
+			p.preferred = e
+			p.s.log.Info("etcd requests move to another endpoint", "endpoint", e.url, "from", prev, "term", term)
+		}
 	}
 	p.term = term
 }
@@ -376,8 +404,21 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	defer cancel()
 	sent := time.Now()
 	resp, err := client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
+	for leaderChanged(err) {
+		// The endpoint's member just saw a new leader, which answers a
+		// moment later: that answer, with the new term, is what moves the
+		// requests off a leader that was cut off (sawTerm), so it is
+		// asked for at once rather than at the next interval.
+		select {
+		case <-ctx.Done():
+		case <-time.After(readRetryPause):
+			resp, err = client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
+			continue
+		}
+		break
+	}
 	if resp != nil {
-		p.sawTerm(resp.Header.RaftTerm)
+		p.sawTerm(resp.Header.RaftTerm, e)
 	}
 	p.mu.Lock()
 	e.probing = false
@@ -400,6 +441,14 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	case notApplied(err) || othersAnswer:
 		p.fell(e, err)
 	}
+}
+
+// leaderChanged reports etcd's "leader changed": a linearizable read whose
+// ReadIndex the old leader never answered; the member knows a new leader,
+// and the read, which read nothing, may be sent again.
+func leaderChanged(err error) bool {
+	return err != nil && (errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCLeaderChanged) ||
+		rpctypes.ErrorDesc(err) == rpctypes.ErrLeaderChanged.Error())
 }
 
 // definite reports whether err is etcd's answer to the request (a
