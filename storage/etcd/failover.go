@@ -303,11 +303,7 @@ func (p *pool) answered(e *endpoint, prefer bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e.lastOK = time.Now()
-	if e.sick {
-		e.sick = false
-		e.healthy, e.fall = context.WithCancel(context.Background())
-		p.s.log.Info("etcd endpoint answers again", "endpoint", e.url)
-	}
+	p.wellLocked(e)
 	if prefer && p.preferred != e {
 		prev := "(none)"
 		if p.preferred != nil {
@@ -315,6 +311,15 @@ func (p *pool) answered(e *endpoint, prefer bool) {
 		}
 		p.preferred = e
 		p.s.log.Info("etcd requests move to another endpoint", "endpoint", e.url, "from", prev)
+	}
+}
+
+// wellLocked marks e healthy again, with p.mu held.
+func (p *pool) wellLocked(e *endpoint) {
+	if e.sick {
+		e.sick = false
+		e.healthy, e.fall = context.WithCancel(context.Background())
+		p.s.log.Info("etcd endpoint answers again", "endpoint", e.url)
 	}
 }
 
@@ -346,7 +351,11 @@ func (p *pool) sawTerm(term uint64, e *endpoint) {
 	if p.term != 0 {
 		p.newTerm()
 		p.termChanged, p.newTerm = context.WithCancel(context.Background())
-		if p.preferred != e && !e.sick && slices.Contains(p.eps, e) {
+		// e may be marked sick (a probe during the election answered "no
+		// leader"): this answer shows it well again (before the requests
+		// just ended pick their next endpoint).
+		if p.preferred != e && slices.Contains(p.eps, e) {
+			p.wellLocked(e)
 			prev := "(none)"
 			if p.preferred != nil {
 				prev = p.preferred.url
@@ -400,6 +409,16 @@ func (p *pool) probeLoop() {
 // probe sends e a linearizable read of the store's reserved key: it needs
 // a leader and a quorum behind the endpoint, as every request does.
 func (p *pool) probe(e *endpoint, client *clientv3.Client) {
+	for p.probeOnce(e, client) {
+	}
+}
+
+// probeOnce is one probe of e; it reports whether to probe e again at
+// once: its probe timed out and found nothing (every endpoint is slow,
+// as while the members elect a leader). The next probe is then in flight
+// when e's member sees the new leader, and its answer moves the requests
+// (sawTerm) without waiting for the next interval.
+func (p *pool) probeOnce(e *endpoint, client *clientv3.Client) (again bool) {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), p.probeTimeout)
 	defer cancel()
 	sent := time.Now()
@@ -421,7 +440,6 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 		p.sawTerm(resp.Header.RaftTerm, e)
 	}
 	p.mu.Lock()
-	e.probing = false
 	// A probe that timed out shows a sick endpoint only if another one
 	// answered while it waited (the others are probed every interval, a
 	// third of the probe's timeout): when all are slow (a busy machine, an
@@ -431,7 +449,13 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(p.probeTimeout/4)))
 	}
 	stale := e.sick && client == e.client && time.Since(e.dialed) > 5*p.interval
+	again = err != nil && ctx.Err() != nil && !othersAnswer && !notApplied(err) && !e.sick && client == e.client &&
+		slices.Contains(p.eps, e) && !p.s.closed.Load()
+	e.probing = again
 	p.mu.Unlock()
+	if again {
+		return true
+	}
 	switch {
 	case err == nil:
 		p.answered(e, false)
@@ -441,6 +465,7 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	case notApplied(err) || othersAnswer:
 		p.fell(e, err)
 	}
+	return false
 }
 
 // leaderChanged reports etcd's "leader changed": a linearizable read whose

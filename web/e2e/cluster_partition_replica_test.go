@@ -161,7 +161,7 @@ type replicaView struct {
 }
 
 func (v *replicaView) watchLog(line string) {
-	if !strings.Contains(line, `msg="etcd `) {
+	if !strings.Contains(line, `msg="etcd `) && !strings.Contains(line, `msg="A write whose answer was lost`) {
 		return
 	}
 	v.mu.Lock()
@@ -469,8 +469,8 @@ func TestClusterPartitionReplica(t *testing.T) {
 		}
 		preferredFollowerCut = preferredFollowerCut || (role == "follower" && clientURL(victim) == preferred)
 		what := fmt.Sprintf("%s %s (the replica's endpoint: %v)", role, victim.name, clientURL(victim) == preferred)
-		t.Logf("cutting %s off the network", what)
 		cutAt := time.Now()
+		t.Logf("cutting %s off the network at %s", what, cutAt.Format("15:04:05.000"))
 		victim.host.cut()
 
 		// Item 2: the cut-off member does not know who runs the election
