@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -225,6 +226,59 @@ func TestFailoverFromAFrozenLeader(t *testing.T) {
 	first := moves.moves[0]
 	if strings.HasPrefix(first, leader.ClientURL+" ") || strings.HasSuffix(first, " ") {
 		t.Errorf("the first move of the requests: %q (endpoint, term), want one to a member of a new term; all: %v", first, moves.moves)
+	}
+}
+
+// TestSettleWatchesOnAHealthyMember: settling a write whose answer was
+// lost reads the key's history with a watch; on a store of several
+// endpoints that watch goes where the pool's requests go, never to a
+// member that stopped answering (the client's own balancer would put a
+// third of them there, to wait out the request timeout and leave the
+// write unknown: a 504).
+func TestSettleWatchesOnAHealthyMember(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	leader := c.Leader(t)
+	var frozen *etcdtest.Member
+	eps := []string{leader.ClientURL}
+	for _, m := range c.Members {
+		switch {
+		case m == leader:
+		case frozen == nil:
+			frozen = m
+		default:
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	eps = append(eps, frozen.ClientURL)
+	s := open(t, eps, Options{Prefix: "/settle-pool", RequestTimeout: failoverTimeout})
+	ctx := context.Background()
+	kv, err := s.Create(ctx, "/k", []byte("v0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen.Freeze(t)
+	t.Cleanup(func() { frozen.Thaw(t) })
+	cause := fmt.Errorf("etcd: the leader changed: %w", errOutcomeUnknown)
+	for i := range 6 {
+		// The write applied, its answer lost: settling finds it in the
+		// key's history, without sending it again.
+		value := []byte(fmt.Sprintf("v%d", i+1))
+		applied, err := s.Update(ctx, "/k", value, kv.ModRevision)
+		if err != nil {
+			t.Fatalf("update %d with a follower frozen: %v", i, err)
+		}
+		sends := 0
+		send := func(context.Context) (*clientv3.TxnResponse, error) {
+			sends++
+			return nil, errors.New("settling sent the applied write again")
+		}
+		start := time.Now()
+		mod, created, err := s.settleCAS(ctx, start, s.key("/k"), value, kv.ModRevision, false, send, cause)
+		if err != nil || mod != applied.ModRevision || created != kv.CreateRevision || sends != 0 {
+			t.Fatalf("settle %d with %s frozen: (%d, %d, %v) after %d sends and %v, want (%d, %d, nil) and none",
+				i, frozen.ClientURL, mod, created, err, sends, time.Since(start).Round(time.Millisecond), applied.ModRevision, kv.CreateRevision)
+		}
+		kv = applied
 	}
 }
 
