@@ -26,14 +26,21 @@ import (
 // succeeded, and a prober keeps every other endpoint's health: an endpoint
 // that has not answered for a probe interval gets a linearizable read, and
 // one whose probe fails (no leader, refused) or times out while another
-// endpoint answers is sick. Requests in flight on an endpoint that falls
-// sick end at once: a read is sent again elsewhere; a write, whose outcome
-// is then unknown, fails with a timeout (storage.ErrTimeout, a 504) and is
-// never sent twice. A raft term newer than the one a request was sent in
+// endpoint answers is sick (one that timed out while none answered is
+// sent again at once). Requests in flight on an endpoint that falls sick
+// end at once: a read is sent again elsewhere; a write, whose outcome is
+// then unknown, is settled by what became of its key (settle.go), else
+// fails with a timeout (storage.ErrTimeout, a 504); it never applies
+// twice. A raft term newer than the one a request was sent in
 // ends it the same way: a proposal forwarded to a leader that has since
-// been replaced waits, unanswered, for the whole timeout. A request that
-// surely was not applied (no leader, connection refused, proposal
-// dropped) is sent again on another endpoint within the timeout.
+// been replaced waits, unanswered, for the whole timeout. The endpoint
+// that answered in the new term takes the requests at once: when the
+// member cut off is the raft leader, the others answer nothing until they
+// elect a new one, and the prober would find the old leader sick only a
+// probe timeout after that. A request that surely was not applied (no
+// leader, connection refused, proposal dropped) is sent again on another
+// endpoint within the timeout; a read answered "leader changed" on the
+// same one, which knows the new leader.
 
 // errOutcomeUnknown ends a write that was sent but not answered: its
 // endpoint fell sick, a new raft term began, or its connection broke.
@@ -449,8 +456,8 @@ func (p *pool) probeOnce(e *endpoint, client *clientv3.Client) (again bool) {
 		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(p.probeTimeout/4)))
 	}
 	stale := e.sick && client == e.client && time.Since(e.dialed) > 5*p.interval
-	again = err != nil && ctx.Err() != nil && !othersAnswer && !notApplied(err) && !e.sick && client == e.client &&
-		slices.Contains(p.eps, e) && !p.s.closed.Load()
+	again = err != nil && ctx.Err() != nil && !othersAnswer && !notApplied(err) && !e.sick && !e.lastOK.After(sent) &&
+		client == e.client && slices.Contains(p.eps, e) && !p.s.closed.Load()
 	e.probing = again
 	p.mu.Unlock()
 	if again {
