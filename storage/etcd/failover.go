@@ -26,14 +26,21 @@ import (
 // succeeded, and a prober keeps every other endpoint's health: an endpoint
 // that has not answered for a probe interval gets a linearizable read, and
 // one whose probe fails (no leader, refused) or times out while another
-// endpoint answers is sick. Requests in flight on an endpoint that falls
-// sick end at once: a read is sent again elsewhere; a write, whose outcome
-// is then unknown, fails with a timeout (storage.ErrTimeout, a 504) and is
-// never sent twice. A raft term newer than the one a request was sent in
+// endpoint answers is sick (one that timed out while none answered is
+// sent again at once). Requests in flight on an endpoint that falls sick
+// end at once: a read is sent again elsewhere; a write, whose outcome is
+// then unknown, is settled by what became of its key (settle.go), else
+// fails with a timeout (storage.ErrTimeout, a 504); it never applies
+// twice. A raft term newer than the one a request was sent in
 // ends it the same way: a proposal forwarded to a leader that has since
-// been replaced waits, unanswered, for the whole timeout. A request that
-// surely was not applied (no leader, connection refused, proposal
-// dropped) is sent again on another endpoint within the timeout.
+// been replaced waits, unanswered, for the whole timeout. The endpoint
+// that answered in the new term takes the requests at once: when the
+// member cut off is the raft leader, the others answer nothing until they
+// elect a new one, and the prober would find the old leader sick only a
+// probe timeout after that. A request that surely was not applied (no
+// leader, connection refused, proposal dropped) is sent again on another
+// endpoint within the timeout; a read answered "leader changed" on the
+// same one, which knows the new leader.
 
 // errOutcomeUnknown ends a write that was sent but not answered: its
 // endpoint fell sick, a new raft term began, or its connection broke.
@@ -180,13 +187,15 @@ func (p *pool) close() {
 
 // do runs op, a read or a write, on a healthy endpoint within the request
 // timeout, sending it again elsewhere when that is safe (see above).
-func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, kv clientv3.KV) (uint64, error)) error {
+func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, c *clientv3.Client) (uint64, error)) error {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), p.timeout)
 	defer cancel()
 	var tried []*endpoint
 	var last error
+	var again *endpoint // the endpoint to try next, whatever pick prefers
 	for {
-		e, client, healthy, termChanged := p.pick(tried)
+		e, client, healthy, termChanged := p.pick(tried, again)
+		again = nil
 		if e == nil {
 			// Every endpoint failed this round (an election under way):
 			// a short pause, and another round.
@@ -205,12 +214,12 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 		actx, abort := context.WithCancel(ctx)
 		stopHealthy := context.AfterFunc(healthy, abort)
 		stopTerm := context.AfterFunc(termChanged, abort)
-		term, err := op(actx, client.KV)
+		term, err := op(actx, client)
 		stopHealthy()
 		stopTerm()
 		abort()
 		if term > 0 {
-			p.sawTerm(term)
+			p.sawTerm(term, e)
 		}
 		switch {
 		case err == nil || definite(err):
@@ -220,6 +229,17 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 			return err
 		case notApplied(err):
 			p.fell(e, err)
+		case !write && leaderChanged(err):
+			// e's member knows a new leader, which answers it a moment
+			// later: e is tried again after a pause (others may still
+			// wait for the old leader).
+			tried = slices.DeleteFunc(tried, func(t *endpoint) bool { return t == e })
+			again = e
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(readRetryPause):
+			}
 		case healthy.Err() != nil || termChanged.Err() != nil:
 			// Ended by the pool: the endpoint fell sick, or a new term
 			// began.
@@ -233,17 +253,20 @@ func (p *pool) do(ctx context.Context, write bool, op func(ctx context.Context, 
 	}
 }
 
-// pick is the endpoint for the next attempt: the preferred one if it is
-// healthy, else another healthy one, else a sick one not tried yet (it
-// may have recovered since its last probe); nil once every endpoint was
-// tried, with its client. The contexts end the attempt: healthy when the
-// endpoint falls sick (never, for one already sick), termChanged with a
-// new raft term.
-func (p *pool) pick(tried []*endpoint) (*endpoint, *clientv3.Client, context.Context, context.Context) {
+// pick is the endpoint for the next attempt: want if it is still in the
+// pool, else the preferred one if it is healthy, else another healthy
+// one, else a sick one not tried yet (it may have recovered since its
+// last probe); nil once every endpoint was tried, with its client. The
+// contexts end the attempt: healthy when the endpoint falls sick (never,
+// for one already sick), termChanged with a new raft term.
+func (p *pool) pick(tried []*endpoint, want *endpoint) (*endpoint, *clientv3.Client, context.Context, context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var chosen *endpoint
-	if e := p.preferred; e != nil && !e.sick && !slices.Contains(tried, e) {
+	if want != nil && slices.Contains(p.eps, want) {
+		chosen = want
+	}
+	if e := p.preferred; chosen == nil && e != nil && !e.sick && !slices.Contains(tried, e) {
 		chosen = e
 	}
 	for _, sick := range []bool{false, true} {
@@ -287,11 +310,7 @@ func (p *pool) answered(e *endpoint, prefer bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e.lastOK = time.Now()
-	if e.sick {
-		e.sick = false
-		e.healthy, e.fall = context.WithCancel(context.Background())
-		p.s.log.Info("etcd endpoint answers again", "endpoint", e.url)
-	}
+	p.wellLocked(e)
 	if prefer && p.preferred != e {
 		prev := "(none)"
 		if p.preferred != nil {
@@ -299,6 +318,15 @@ func (p *pool) answered(e *endpoint, prefer bool) {
 		}
 		p.preferred = e
 		p.s.log.Info("etcd requests move to another endpoint", "endpoint", e.url, "from", prev)
+	}
+}
+
+// wellLocked marks e healthy again, with p.mu held.
+func (p *pool) wellLocked(e *endpoint) {
+	if e.sick {
+		e.sick = false
+		e.healthy, e.fall = context.WithCancel(context.Background())
+		p.s.log.Info("etcd endpoint answers again", "endpoint", e.url)
 	}
 }
 
@@ -315,9 +343,13 @@ func (p *pool) fell(e *endpoint, err error) {
 	p.s.log.Warn("etcd endpoint is sick; requests go to the others", "endpoint", e.url, "err", err)
 }
 
-// sawTerm notes a raft term from an answer's header; a higher one ends the
-// requests sent before it.
-func (p *pool) sawTerm(term uint64) {
+// sawTerm notes a raft term from an answer's header, which e gave; a
+// higher one ends the requests sent before it, and moves the requests to
+// e. The endpoint preferred until then may be the old leader's member, cut
+// off: its requests hang until a probe finds it sick, up to a probe
+// timeout after the others answer again, while e answered in the new
+// term, with a leader and a quorum behind it.
+func (p *pool) sawTerm(term uint64, e *endpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if term <= p.term {
@@ -326,6 +358,18 @@ func (p *pool) sawTerm(term uint64) {
 	if p.term != 0 {
 		p.newTerm()
 		p.termChanged, p.newTerm = context.WithCancel(context.Background())
+		// e may be marked sick (a probe during the election answered "no
+		// leader"): this answer shows it well again (before the requests
+		// just ended pick their next endpoint).
+		if p.preferred != e && slices.Contains(p.eps, e) {
+			p.wellLocked(e)
+			prev := "(none)"
+			if p.preferred != nil {
+				prev = p.preferred.url
+			}
+			p.preferred = e
+			p.s.log.Info("etcd requests move to another endpoint", "endpoint", e.url, "from", prev, "term", term)
+		}
 	}
 	p.term = term
 }
@@ -372,15 +416,37 @@ func (p *pool) probeLoop() {
 // probe sends e a linearizable read of the store's reserved key: it needs
 // a leader and a quorum behind the endpoint, as every request does.
 func (p *pool) probe(e *endpoint, client *clientv3.Client) {
+	for p.probeOnce(e, client) {
+	}
+}
+
+// probeOnce is one probe of e; it reports whether to probe e again at
+// once: its probe timed out and found nothing (every endpoint is slow,
+// as while the members elect a leader). The next probe is then in flight
+// when e's member sees the new leader, and its answer moves the requests
+// (sawTerm) without waiting for the next interval.
+func (p *pool) probeOnce(e *endpoint, client *clientv3.Client) (again bool) {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), p.probeTimeout)
 	defer cancel()
 	sent := time.Now()
 	resp, err := client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
+	for leaderChanged(err) {
+		// The endpoint's member just saw a new leader, which answers a
+		// moment later: that answer, with the new term, is what moves the
+		// requests off a leader that was cut off (sawTerm), so it is
+		// asked for at once rather than at the next interval.
+		select {
+		case <-ctx.Done():
+		case <-time.After(readRetryPause):
+			resp, err = client.Get(ctx, p.s.metaKey, clientv3.WithCountOnly())
+			continue
+		}
+		break
+	}
 	if resp != nil {
-		p.sawTerm(resp.Header.RaftTerm)
+		p.sawTerm(resp.Header.RaftTerm, e)
 	}
 	p.mu.Lock()
-	e.probing = false
 	// A probe that timed out shows a sick endpoint only if another one
 	// answered while it waited (the others are probed every interval, a
 	// third of the probe's timeout): when all are slow (a busy machine, an
@@ -390,7 +456,13 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 		othersAnswer = othersAnswer || (o != e && !o.sick && o.lastOK.After(sent.Add(p.probeTimeout/4)))
 	}
 	stale := e.sick && client == e.client && time.Since(e.dialed) > 5*p.interval
+	again = err != nil && ctx.Err() != nil && !othersAnswer && !notApplied(err) && !e.sick && !e.lastOK.After(sent) &&
+		client == e.client && slices.Contains(p.eps, e) && !p.s.closed.Load()
+	e.probing = again
 	p.mu.Unlock()
+	if again {
+		return true
+	}
 	switch {
 	case err == nil:
 		p.answered(e, false)
@@ -400,6 +472,15 @@ func (p *pool) probe(e *endpoint, client *clientv3.Client) {
 	case notApplied(err) || othersAnswer:
 		p.fell(e, err)
 	}
+	return false
+}
+
+// leaderChanged reports etcd's "leader changed": a linearizable read whose
+// ReadIndex the old leader never answered; the member knows a new leader,
+// and the read, which read nothing, may be sent again.
+func leaderChanged(err error) bool {
+	return err != nil && (errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCLeaderChanged) ||
+		rpctypes.ErrorDesc(err) == rpctypes.ErrLeaderChanged.Error())
 }
 
 // definite reports whether err is etcd's answer to the request (a

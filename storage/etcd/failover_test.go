@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -125,6 +129,159 @@ func TestFailoverFromAMemberThatStopsAnswering(t *testing.T) {
 	}
 }
 
+// moveLog records the pool's "etcd requests move to another endpoint"
+// messages, with the term that moved them (none when a request's answer
+// did).
+type moveLog struct {
+	mu    sync.Mutex
+	moves []string // "endpoint term"
+}
+
+func (l *moveLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *moveLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *moveLog) WithGroup(string) slog.Handler            { return l }
+func (l *moveLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "etcd requests move to another endpoint" {
+		return nil
+	}
+	var endpoint, term string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "endpoint":
+			endpoint = a.Value.String()
+		case "term":
+			term = a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.moves = append(l.moves, endpoint+" "+term)
+	return nil
+}
+
+// TestFailoverFromAFrozenLeader: when the member a store sends its
+// requests to is the raft leader and stops answering (as one cut off the
+// network), the others answer nothing either until they elect a new
+// leader; the first endpoint that answers in the new term takes the
+// requests at once (it has a leader and a quorum behind it), and the
+// write that waited on the old leader is settled there: applied once.
+func TestFailoverFromAFrozenLeader(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	leader := c.Leader(t)
+	eps := []string{leader.ClientURL}
+	for _, m := range c.Members {
+		if m != leader {
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	moves := &moveLog{}
+	s := open(t, eps, Options{Prefix: "/failover", RequestTimeout: failoverTimeout, Logger: slog.New(moves)})
+	ctx := context.Background()
+	kv, err := s.Create(ctx, "/k", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.pool.healthyFirst()[0]; got != leader.ClientURL {
+		t.Fatalf("the pool prefers %s, want the first endpoint %s (the leader's)", got, leader.ClientURL)
+	}
+
+	leader.Freeze(t)
+	t.Cleanup(func() { leader.Thaw(t) })
+	start := time.Now()
+	_, err = s.Update(ctx, "/k", []byte("2"), kv.ModRevision)
+	took := time.Since(start)
+	t.Logf("MEASURED: the write in flight on the frozen leader was settled after %v (an election of etcd's default 1-2 s timeout; request timeout %v): %v",
+		took.Round(time.Millisecond), failoverTimeout, err)
+	// As in TestFailoverFromAMemberThatStopsAnswering, a machine too busy
+	// for the election to end within the request's time leaves the write
+	// unsettled: a timeout, never applied twice.
+	unsettled := err != nil && errors.Is(err, storage.ErrTimeout) && took >= failoverTimeout
+	switch {
+	case unsettled:
+		t.Logf("MISSED TARGET: the write was not settled within its request timeout on this machine (%v): %v", took.Round(time.Millisecond), err)
+	case err != nil:
+		t.Fatalf("update on the frozen leader: %v, want it settled on a member of the new term", err)
+	}
+	got, err := s.Get(ctx, "/k")
+	if err != nil {
+		t.Fatalf("get after the leader froze: %v", err)
+	}
+	switch {
+	case string(got.Value) == "2" && got.ModRevision == kv.ModRevision+1:
+	case unsettled && string(got.Value) == "1" && got.ModRevision == kv.ModRevision:
+	default:
+		t.Fatalf("after the write the key holds %q at %d, want \"2\" written once, at %d", got.Value, got.ModRevision, kv.ModRevision+1)
+	}
+	if unsettled {
+		return
+	}
+	// The new term moved the requests (before any probe could find the
+	// frozen leader sick): the move names the term.
+	moves.mu.Lock()
+	defer moves.mu.Unlock()
+	if len(moves.moves) == 0 {
+		t.Fatal("the requests never moved off the frozen leader")
+	}
+	first := moves.moves[0]
+	if strings.HasPrefix(first, leader.ClientURL+" ") || strings.HasSuffix(first, " ") {
+		t.Errorf("the first move of the requests: %q (endpoint, term), want one to a member of a new term; all: %v", first, moves.moves)
+	}
+}
+
+// TestSettleWatchesOnAHealthyMember: settling a write whose answer was
+// lost reads the key's history with a watch; on a store of several
+// endpoints that watch goes where the pool's requests go, never to a
+// member that stopped answering (the client's own balancer would put a
+// third of them there, to wait out the request timeout and leave the
+// write unknown: a 504).
+func TestSettleWatchesOnAHealthyMember(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	leader := c.Leader(t)
+	var frozen *etcdtest.Member
+	eps := []string{leader.ClientURL}
+	for _, m := range c.Members {
+		switch {
+		case m == leader:
+		case frozen == nil:
+			frozen = m
+		default:
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	eps = append(eps, frozen.ClientURL)
+	s := open(t, eps, Options{Prefix: "/settle-pool", RequestTimeout: failoverTimeout})
+	ctx := context.Background()
+	kv, err := s.Create(ctx, "/k", []byte("v0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen.Freeze(t)
+	t.Cleanup(func() { frozen.Thaw(t) })
+	cause := fmt.Errorf("etcd: the leader changed: %w", errOutcomeUnknown)
+	for i := range 6 {
+		// The write applied, its answer lost: settling finds it in the
+		// key's history, without sending it again.
+		value := []byte(fmt.Sprintf("v%d", i+1))
+		applied, err := s.Update(ctx, "/k", value, kv.ModRevision)
+		if err != nil {
+			t.Fatalf("update %d with a follower frozen: %v", i, err)
+		}
+		sends := 0
+		send := func(context.Context) (*clientv3.TxnResponse, error) {
+			sends++
+			return nil, errors.New("settling sent the applied write again")
+		}
+		start := time.Now()
+		mod, created, err := s.settleCAS(ctx, start, s.key("/k"), value, kv.ModRevision, false, send, cause)
+		if err != nil || mod != applied.ModRevision || created != kv.CreateRevision || sends != 0 {
+			t.Fatalf("settle %d with %s frozen: (%d, %d, %v) after %d sends and %v, want (%d, %d, nil) and none",
+				i, frozen.ClientURL, mod, created, err, sends, time.Since(start).Round(time.Millisecond), applied.ModRevision, kv.CreateRevision)
+		}
+		kv = applied
+	}
+}
+
 // TestFailoverFromADeadMember: a store whose first endpoint refuses
 // connections (a crashed member) opens, reads and writes through the
 // others, each request within its timeout: a request that never reached
@@ -200,6 +357,18 @@ func TestErrorsThatProveNothingWasApplied(t *testing.T) {
 		}
 		if got := definite(tc.err); got != tc.done {
 			t.Errorf("definite(%v) = %v, want %v", tc.err, got, tc.done)
+		}
+	}
+	// A read answered "leader changed" is sent again to the same member,
+	// which knows the new leader.
+	for _, err := range []error{rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCLeaderChanged, fmt.Errorf("get: %w", rpctypes.ErrLeaderChanged)} {
+		if !leaderChanged(err) {
+			t.Errorf("leaderChanged(%v) = false, want true", err)
+		}
+	}
+	for _, err := range []error{nil, rpctypes.ErrNoLeader, rpctypes.ErrTimeout, context.DeadlineExceeded} {
+		if leaderChanged(err) {
+			t.Errorf("leaderChanged(%v) = true, want false", err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasehold/leasehold/storage"
@@ -123,22 +124,34 @@ func (s *Store) settleCAS(ctx context.Context, began time.Time, k string, value 
 
 // firstChangeAfter is the first event on key k after revision rev, which
 // the caller knows exists (k changed since rev): a watch from rev+1
-// replays it from etcd's history.
+// replays it from etcd's history. It runs through do, as reads do: on a
+// replica, on the pool's healthy endpoint (the client's own balancer may
+// put the watch on the member that was cut off, where it would wait out
+// the request).
 func (s *Store) firstChangeAfter(ctx context.Context, k string, rev int64) (*clientv3.Event, error) {
-	wctx, cancel := context.WithCancel(watchCtx(ctx))
-	defer cancel()
-	for resp := range s.client.Watch(wctx, k, clientv3.WithRev(rev+1)) {
-		switch {
-		case resp.CompactRevision != 0:
-			return nil, fmt.Errorf("etcd: history of %s compacted at %d: %w", k, resp.CompactRevision, storage.ErrCompacted)
-		case resp.Err() != nil:
-			return nil, resp.Err()
-		case len(resp.Events) > 0:
-			return resp.Events[0], nil
+	var first *clientv3.Event
+	err := s.do(ctx, false, func(ctx context.Context, c *clientv3.Client) (uint64, error) {
+		wctx, cancel := context.WithCancel(watchCtx(ctx))
+		defer cancel()
+		for resp := range c.Watch(wctx, k, clientv3.WithRev(rev+1)) {
+			switch {
+			case resp.CompactRevision != 0:
+				// etcd's own error, so that the pool takes it for an answer.
+				return 0, fmt.Errorf("etcd: history of %s compacted at %d: %w", k, resp.CompactRevision, rpctypes.ErrCompacted)
+			case resp.Err() != nil:
+				return 0, resp.Err()
+			case len(resp.Events) > 0:
+				first = resp.Events[0]
+				return resp.Header.RaftTerm, nil
+			}
 		}
-	}
-	if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("etcd: the watch ended before its first event")
+	})
+	if err != nil {
 		return nil, err
 	}
-	return nil, errors.New("etcd: the watch ended before its first event")
+	return first, nil
 }

@@ -211,7 +211,7 @@ func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc)
 // when there is one (a healthy endpoint, another one when that is safe),
 // else once on the client. op returns the raft term of its answer's
 // header (0 without an answer).
-func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context, kv clientv3.KV) (uint64, error)) error {
+func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context, c *clientv3.Client) (uint64, error)) error {
 	if s.pool != nil {
 		return s.pool.do(ctx, write, op)
 	}
@@ -221,7 +221,7 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 	if write {
 		for {
 			wctx, stop := s.endOnLeaderChange(ctx)
-			_, err := op(wctx, s.client.KV)
+			_, err := op(wctx, s.client)
 			err = leaderChangedErr(wctx, err)
 			stop()
 			if !proposalDropped(err) && !briefNoLeader(err, began) {
@@ -239,7 +239,7 @@ func (s *Store) do(ctx context.Context, write bool, op func(ctx context.Context,
 		}
 	}
 	for {
-		_, err := op(ctx, s.client.KV)
+		_, err := op(ctx, s.client)
 		if !errors.Is(err, rpctypes.ErrLeaderChanged) && !errors.Is(err, rpctypes.ErrGRPCLeaderChanged) && !briefNoLeader(err, began) {
 			return err
 		}
@@ -288,9 +288,9 @@ const readRetryPause = 25 * time.Millisecond
 // get is a read through do.
 func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	var resp *clientv3.GetResponse
-	err := s.do(ctx, false, func(ctx context.Context, kv clientv3.KV) (uint64, error) {
+	err := s.do(ctx, false, func(ctx context.Context, c *clientv3.Client) (uint64, error) {
 		var err error
-		if resp, err = kv.Get(ctx, key, opts...); err != nil {
+		if resp, err = c.Get(ctx, key, opts...); err != nil {
 			return 0, err
 		}
 		return resp.Header.RaftTerm, nil
@@ -301,9 +301,9 @@ func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) 
 // txn is a write transaction through do.
 func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
 	var resp *clientv3.TxnResponse
-	err := s.do(ctx, true, func(ctx context.Context, kv clientv3.KV) (uint64, error) {
+	err := s.do(ctx, true, func(ctx context.Context, c *clientv3.Client) (uint64, error) {
 		var err error
-		if resp, err = kv.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit(); err != nil {
+		if resp, err = c.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit(); err != nil {
 			return 0, err
 		}
 		return resp.Header.RaftTerm, nil
