@@ -42,8 +42,9 @@ const (
 // goal is 1.2 times what is live. The cost is a collection five times as
 // often, of an allocation rate that is small while quiet (a few hundred
 // KB/s on a member, about nothing on a device); under load, where GC costs
-// CPU per request, the setting is the one the process started with. A
-// GOGC already at or below quietGCPercent, or off, is left alone.
+// CPU per request, the setting is the one the process started with, from
+// the end of the first busy interval (3 s) on. A GOGC already at or below
+// quietGCPercent, or off, is left alone.
 type idleGC struct {
 	saved   int  // the GOGC to restore
 	lowered bool // whether quiet() lowered it
