@@ -27,6 +27,9 @@
 # machine's load, so each figure is printed with the load average; memory
 # does not. SERVER_FLAGS adds serve flags, SERVER_BIN runs another build,
 # SERVER_ENV sets the server's environment (e.g. SERVER_ENV=GOGC=50).
+# PROFILE=DIR (member mode) serves each member's Go profiles on
+# 127.0.0.1:PORT+10i+3 and saves its heap profile (mI.heap, and the text
+# form with the runtime's MemStats, mI.status) into DIR when measured.
 # Needs: go, curl, jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -143,6 +146,7 @@ member() {
 			--peer-listen "127.0.0.1:$((PORT + 10 * i + 2))" --cluster-client-listen "127.0.0.1:$((PORT + 10 * i + 1))"
 			--cluster-token footprint-measurement-cluster-token)
 		if [ "$i" = 1 ]; then args+=(--cluster-init); else args+=(--join "http://127.0.0.1:$((PORT + 10))"); fi
+		if [ -n "${PROFILE:-}" ]; then args+=(--profiling-listen "127.0.0.1:$((PORT + 10 * i + 3))"); fi
 		start "m$i" "$port" "${args[@]}"
 		pids+=("$PID")
 	done
@@ -151,6 +155,10 @@ member() {
 	sleep "$MEMBER_SETTLE"
 	for i in 1 2 3; do
 		echo "member m$i: $(mem "${pids[i-1]}") (target RssAnon <= 30 MB), load $(load)"
+		if [ -n "${PROFILE:-}" ]; then
+			curl -fsS -o "$PROFILE/m$i.heap" "http://127.0.0.1:$((PORT + 10 * i + 3))/debug/pprof/heap"
+			curl -fsS -o "$PROFILE/m$i.status" "http://127.0.0.1:$((PORT + 10 * i + 3))/debug/pprof/heap?debug=1"
+		fi
 	done
 	for p in "${pids[@]}"; do stop "$p"; done
 }

@@ -358,7 +358,8 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(cfg.EtcdLogger, etcd.ZapLog{Quiet: closing, Exit: os.Exit}))
+	etcdLog := slog.New(etcdFirstCommitLog{cfg.EtcdLogger.Handler()}) // etcdlog.go
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcd.NewZapLogger(etcdLog, etcd.ZapLog{Quiet: closing, Exit: os.Exit}))
 	// NewConfig leaves this to its flag's default; zero would log every
 	// request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
