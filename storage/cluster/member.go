@@ -691,7 +691,7 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 	// nothing would stop its copy from knocking on the client ports. The
 	// same write rotates the cluster token, which the device holds too.
 	// Without a leader the requests fail at once instead of waiting.
-	revoked := 0
+	var revoked []string
 	err := error(nil)
 	if target.Name != "" {
 		revoked, err = revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindMember, target.Name)
@@ -705,14 +705,16 @@ func (m *Member) Remove(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("cluster: remove member %s: %w", name, err)
 	}
-	m.log.Info("Removed a member; its certificates are revoked and the cluster token rotated", "member", name, "certificates", revoked)
+	m.awaitRevoked(ctx, name, revoked)
+	m.log.Info("Removed a member; its certificates are revoked and the cluster token rotated", "member", name, "certificates", len(revoked))
 	m.warnLegacy(name)
 	return nil
 }
 
 // Revoke revokes every certificate of the replica called name and rotates
-// the cluster token: its next request, on any member, is refused, and its
-// open watches end. It needs a quorum, as Remove does, and is refused or
+// the cluster token: once it returns, the replica's next request to this
+// member is refused (the other members follow the record within their
+// watch's delay, milliseconds), and its open watches end. It needs a quorum, as Remove does, and is refused or
 // told to wait in the same words.
 func (m *Member) Revoke(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, removeTimeout)
@@ -720,19 +722,32 @@ func (m *Member) Revoke(ctx context.Context, name string) error {
 	if m.etcd.Server.Leader() == 0 {
 		return m.removalBlocked(ctx, name, nil, nil)
 	}
-	n, err := revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindReplica, name)
+	revoked, err := revokeCredentials(clientv3.WithRequireLeader(ctx), m.client, KindReplica, name)
 	if err != nil {
 		if waitable(err) || m.etcd.Server.Leader() == 0 {
 			return m.removalBlocked(ctx, name, nil, err)
 		}
 		return fmt.Errorf("cluster: revoke replica %s: %w", name, err)
 	}
-	if n == 0 {
+	if len(revoked) == 0 {
 		return fmt.Errorf("cluster: %q: %w", name, ErrNoSuchMember)
 	}
-	m.log.Info("Revoked a replica; the cluster token rotated", "replica", name, "certificates", n)
+	m.awaitRevoked(ctx, name, revoked)
+	m.log.Info("Revoked a replica; the cluster token rotated", "replica", name, "certificates", len(revoked))
 	m.warnLegacy(name)
 	return nil
+}
+
+// awaitRevoked waits (within ctx) until this member refuses the revoked
+// certificates, so that a removal or revocation answered here holds here
+// from then on; the other members follow the record within their watch's
+// delay. A gate that has not applied it by then is logged, not an error:
+// the revocation itself is recorded.
+func (m *Member) awaitRevoked(ctx context.Context, name string, fingerprints []string) {
+	if len(fingerprints) == 0 || m.gate.awaitRevoked(ctx, fingerprints) {
+		return
+	}
+	m.log.Warn("The revocation is recorded but this member's gate has not applied it yet; it follows the record", "device", name)
 }
 
 // warnLegacy says, on a cluster created before the credentials record,

@@ -187,23 +187,53 @@ func bootstrapTrust(ctx context.Context, c *clientv3.Client, certFile, name stri
 // revokeCredentials deletes every credential of kind name and rotates the
 // cluster token, in one write (a linearizable read finds them first). It
 // returns how many certificates it revoked.
-func revokeCredentials(ctx context.Context, c *clientv3.Client, kind, name string) (int, error) {
+func revokeCredentials(ctx context.Context, c *clientv3.Client, kind, name string) (fingerprints []string, err error) {
 	resp, err := c.Get(ctx, credentialsPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var ops []clientv3.Op
 	for _, kv := range resp.Kvs {
 		var cred Credential
 		if json.Unmarshal(kv.Value, &cred) == nil && cred.Name == name && cred.Kind == kind {
 			ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+			fingerprints = append(fingerprints, strings.TrimPrefix(string(kv.Key), credentialsPrefix))
 		}
 	}
 	ops = append(ops, clientv3.OpPut(tokenKey, newToken()))
 	if _, err := c.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(ops) - 1, nil
+	return fingerprints, nil
+}
+
+// awaitRevoked waits until this member's gate has applied the deletion of
+// the fingerprints' credentials (it follows the record by a watch, so a
+// revocation's write returns before the gate knows of it): the revoking
+// command returns only once the device's next request to this member is
+// refused. It reports whether that happened before ctx ended.
+func (g *gate) awaitRevoked(ctx context.Context, fingerprints []string) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g.mu.RLock()
+		held := false
+		for _, fp := range fingerprints {
+			if _, ok := g.creds[fp]; ok {
+				held = true
+				break
+			}
+		}
+		g.mu.RUnlock()
+		if !held {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // names lists the names holding a credential of kind, as this
