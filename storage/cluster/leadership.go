@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -561,6 +562,10 @@ func (l *leadership) moveSlowAfterFor(self, lead uint64) time.Duration {
 	return moveSlowOthersAfter
 }
 
+// errLeaderReelected: the leader electOffSlow stood against won the
+// election (its log was the longest).
+var errLeaderReelected = errors.New("the leader was elected again")
+
 // electOffSlow moves the leadership off lead, a leader this member found
 // slow, by an election: this member stands for election at once, as
 // raft's leadership transfer makes its transferee do (raft's
@@ -606,8 +611,8 @@ func (m *Member) electOffSlow(ctx context.Context, lead uint64) error {
 			return nil
 		}
 		if now == lead && srv.Term() > term {
-			return fmt.Errorf("%s won the election this member stood in (term %d): its log was the longest: %w",
-				memberNameOf(srv.Cluster().Members(), lead), srv.Term(), clusterapi.ErrTryAgain)
+			return fmt.Errorf("%s won the election this member stood in (term %d): its log was the longest: %w: %w",
+				memberNameOf(srv.Cluster().Members(), lead), srv.Term(), errLeaderReelected, clusterapi.ErrTryAgain)
 		}
 		select {
 		case <-ctx.Done():
@@ -746,12 +751,19 @@ func (m *Member) MoveLeader(ctx context.Context, name string) (from, to string, 
 		// This member finds the leader slow: an election moves the
 		// leadership off it without waiting for its log to cross the
 		// slow link (electOffSlow).
-		if err := m.electOffSlow(ctx, lead); err != nil {
+		err := m.electOffSlow(ctx, lead)
+		if err == nil {
+			to = memberNameOf(voters, uint64(srv.Leader()))
+			m.log.Info("Moved the etcd leadership off the slow leader by an election", "from", from, "to", to)
+			return from, to, nil
+		}
+		if !errors.Is(err, errLeaderReelected) {
 			return from, target.Name, err
 		}
-		to = memberNameOf(voters, uint64(srv.Leader()))
-		m.log.Info("Moved the etcd leadership off the slow leader by an election", "from", from, "to", to)
-		return from, to, nil
+		// The leader won that election, so a majority hears it: a
+		// suspicion from one slow probe (a busy moment) was wrong, and
+		// its link carries a transfer. The operator's move is done so.
+		m.log.Info("The leader this member found slow won the election it stood in; moving the leadership by a transfer", "leader", from, "err", err)
 	}
 	if len(targets) == 0 {
 		targets = []uint64{uint64(target.ID)}

@@ -298,4 +298,22 @@ func TestMoveLeaderUnderWrites(t *testing.T) {
 		t.Errorf("after %s's election off %s: leader %s in term %d (was %d); want another leader in a later term", follower.Name(), lead.Name(),
 			memberNameOf(follower.etcd.Server.Cluster().Members(), uint64(now)), follower.etcd.Server.Term(), termBefore)
 	}
+
+	// An operator's move to a member that suspects a healthy leader (one
+	// slow probe in a busy moment) is done: by the election, or, when
+	// the leader wins it (its log the longest), by a transfer.
+	lead = leaderOf(members)
+	for _, m := range members {
+		if m != lead {
+			follower = m
+		}
+	}
+	leadID = uint64(lead.etcd.Server.MemberID())
+	l := follower.leadership
+	l.mu.Lock()
+	l.suspect, l.suspectedAt = leadID, time.Now()
+	l.mu.Unlock()
+	if _, to, err := follower.MoveLeader(ctx, follower.Name()); err != nil || to == lead.Name() {
+		t.Errorf("cluster move-leader %s on a member that suspected the healthy leader %s: to %q, %v", follower.Name(), lead.Name(), to, err)
+	}
 }
