@@ -40,31 +40,18 @@ const (
 // carries on until SIGKILL. Its traps are set before its start record: a
 // test that signals it once it sees that record must find them (at load
 // 30 a SIGTERM came first, and the shell died with 143, no stop record).
-// A trap that comes before the start record writes it first. The times
-// are bash's $EPOCHREALTIME, read without a process: the runner signals
-// the child's whole process group, and a date(1) killed by that signal
-// left a record without its time (make test-busy).
-const runChildScript = `#!/bin/bash
+const runChildScript = `#!/bin/sh
 f=$1
 id=$LEASEHOLD_HOLDER_IDENTITY
-started=
-record() {
-	if [ -z "$started" ]; then
-		echo "start $id ${EPOCHREALTIME/[.,]/}000 $LEASEHOLD_LEASE_TRANSITIONS $LEASEHOLD_LEASE_NAMESPACE/$LEASEHOLD_LEASE_NAME $LEASEHOLD_ACQUIRE_TIME $LEASEHOLD_SERVER" >> "$f"
-		started=1
-	fi
-	if [ "$1" != start ]; then
-		echo "$1 $id ${EPOCHREALTIME/[.,]/}000" >> "$f"
-	fi
-}
 if [ -n "$IGNORE_TERM" ]; then
-	trap 'record term' TERM INT
+	trap 'echo "term $id $(date +%s%N)" >> "$f"' TERM INT
 else
-	trap 'record stop; exit ${STOP_CODE:-0}' TERM INT
+	trap 'echo "stop $id $(date +%s%N)" >> "$f"; exit ${STOP_CODE:-0}' TERM INT
 fi
-record start
+echo "start $id $(date +%s%N) $LEASEHOLD_LEASE_TRANSITIONS $LEASEHOLD_LEASE_NAMESPACE/$LEASEHOLD_LEASE_NAME $LEASEHOLD_ACQUIRE_TIME $LEASEHOLD_SERVER" >> "$f"
 while :; do
-	record tick
+	# date may die from the SIGTERM sent to the whole group: no record then.
+	t=$(date +%s%N) && echo "tick $id $t" >> "$f"
 	sleep 0.1 &
 	wait $!
 done
@@ -126,7 +113,7 @@ func (e runEnv) startEnv(t *testing.T, id, file string, env, flags []string, com
 		"--log-format", "json", "--log-level", "debug"}
 	args = append(args, flags...)
 	if len(command) == 0 {
-		command = []string{"bash", e.script, file}
+		command = []string{"sh", e.script, file}
 	}
 	args = append(append(args, "--"), command...)
 	p := &runProc{id: id, stderr: &syncWriter{w: new(bytes.Buffer)}, done: make(chan struct{})}
